@@ -1,0 +1,38 @@
+# The README's commands. Each sets up .venv itself on a fresh machine.
+PYTHON ?= python3
+# Pinned: an unpinned torch pulls a multi-GB CUDA build. Override: make test TORCH_SPEC=torch==2.14.1
+TORCH_SPEC ?= torch==2.13.0
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(subst =,,$(subst >,,$(subst <,,$(TORCH_SPEC))))
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: demo test bench lab chromium clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[test]" "$(TORCH_SPEC)"
+	touch $@
+
+# Debian's Chromium for the browser tests (Playwright's own browser download fails here).
+$(CHROMIUM):
+	apt-get update -qq && apt-get install -y -qq chromium
+
+chromium: $(CHROMIUM)
+
+demo: $(STAMP)
+	$(VENV)/bin/nbprof run kernels/train_mlp.py -o out/demo.html --trace out/demo.json.gz --table
+
+test: $(STAMP) $(CHROMIUM)
+	$(PY) -m pytest -q tests
+
+bench: $(STAMP) $(CHROMIUM)
+	$(PY) bench/run_all.py
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean:
+	rm -rf $(VENV) out test-artifacts bench/out

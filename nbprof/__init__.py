@@ -1,0 +1,47 @@
+"""nbprof: a GPU profiler's timeline inside the notebook.
+
+``%load_ext nbprof`` then ``%%cudaprof`` on a cell; or, from Python::
+
+    with nbprof.profile() as prof:
+        model(x).sum().backward()
+    prof.trace.table()
+    nbprof.save_html(prof.trace, "timeline.html")
+
+Importing nbprof is cheap: torch, numba, bokeh and ipywidgets load when first used.
+"""
+
+from .events import FunctionEvent, Interval, Kernel, Thread, Trace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FunctionEvent", "Interval", "Kernel", "Thread", "Trace", "TraceFormatError",
+    "load", "profile", "save_html", "timeline", "widget", "load_ipython_extension",
+]
+
+# name -> module that defines it; imported on first use (torch and bokeh take seconds to import).
+_LAZY = {
+    "profile": "profiler",
+    "load": "chrome",
+    "TraceFormatError": "chrome",
+    "timeline": "timeline",
+    "save_html": "timeline",
+    "widget": "widget",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nbprof' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext nbprof``: registers ``%%cudaprof`` / ``%cudaprof``."""
+    from .magic import register
+
+    register(ipython)

@@ -1,0 +1,118 @@
+"""Pure functions over a Trace: per-name summaries and the text table. No torch, bokeh or IPython."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .events import Trace
+
+SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cuda_time_total", "count",
+             "cpu_time_avg", "self_cpu_time_avg", "cuda_time_avg", "name")
+
+
+@dataclass(frozen=True)
+class KeyAverage:
+    """One row of the summary: every event of one name, times in microseconds."""
+
+    name: str
+    count: int
+    cpu_time_total: float
+    self_cpu_time_total: float
+    cuda_time_total: float
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def cpu_time_avg(self) -> float:
+        return self.cpu_time_total / self.count if self.count else 0.0
+
+    @property
+    def self_cpu_time_avg(self) -> float:
+        return self.self_cpu_time_total / self.count if self.count else 0.0
+
+    @property
+    def cuda_time_avg(self) -> float:
+        return self.cuda_time_total / self.count if self.count else 0.0
+
+
+def key_averages(trace: Trace, sort_by: str = "cpu_time_total") -> list[KeyAverage]:
+    """Per event name: count, CPU total, self CPU total and CUDA total (the GPU time of the
+    intervals its events launched), sorted by ``sort_by``, largest first."""
+    _check_sort_key(sort_by)
+    names = len(trace.names)
+    count = np.bincount(trace.name_id, minlength=names)
+    cpu_ns = np.bincount(trace.name_id, weights=trace.end_ns - trace.start_ns, minlength=names)
+    self_ns = np.bincount(trace.name_id, weights=trace.self_ns, minlength=names)
+    launched = trace.gpu_launch >= 0
+    cuda_ns = np.bincount(trace.name_id[trace.gpu_launch[launched]],
+                          weights=(trace.gpu_end_ns - trace.gpu_start_ns)[launched],
+                          minlength=names)
+    rows = [KeyAverage(trace.names[i], int(count[i]), cpu_ns[i] / 1e3, self_ns[i] / 1e3,
+                       cuda_ns[i] / 1e3)
+            for i in np.flatnonzero(count)]
+    return sort_rows(rows, sort_by)
+
+
+def sort_rows(rows, sort_by: str):
+    _check_sort_key(sort_by)
+    if sort_by == "name":
+        return sorted(rows, key=lambda row: row.name)
+    return sorted(rows, key=lambda row: getattr(row, sort_by), reverse=True)
+
+
+def _check_sort_key(sort_by: str) -> None:
+    if sort_by not in SORT_KEYS:
+        raise ValueError(f"cannot sort by {sort_by!r}: choose one of {', '.join(SORT_KEYS)}")
+
+
+def format_us(us: float) -> str:
+    """A duration in the unit that reads best: 12.345us, 1.234ms, 2.345s."""
+    if us >= 1e6:
+        return f"{us / 1e6:.3f}s"
+    if us >= 1e3:
+        return f"{us / 1e3:.3f}ms"
+    return f"{us:.3f}us"
+
+
+def printable(name: str) -> str:
+    """A name safe to print in one table cell: control characters shown as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
+          name_width: int = 55) -> str:
+    """The summary as a text table, like torch's ``key_averages().table()``."""
+    rows = key_averages(trace, sort_by)
+    shown = rows if row_limit is None or row_limit < 0 else rows[:row_limit]
+    total_cpu = float((trace.end_ns - trace.start_ns)[trace.depth == 0].sum()) / 1e3
+    headers = ["Name", "Self CPU %", "Self CPU", "CPU total", "CPU time avg", "CUDA total",
+               "CUDA time avg", "# of Calls"]
+    lines = []
+    for row in shown:
+        name = printable(row.name)
+        if len(name) > name_width:
+            name = name[: name_width - 3] + "..."
+        share = 100.0 * row.self_cpu_time_total / total_cpu if total_cpu else 0.0
+        lines.append([name, f"{share:.2f}%", format_us(row.self_cpu_time_total),
+                      format_us(row.cpu_time_total), format_us(row.cpu_time_avg),
+                      format_us(row.cuda_time_total), format_us(row.cuda_time_avg),
+                      str(row.count)])
+    widths = [max([len(headers[i])] + [len(line[i]) for line in lines]) for i in range(len(headers))]
+    rule = "  ".join("-" * w for w in widths)
+
+    def fmt(cells):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths)))
+
+    out = [rule, fmt(headers), rule, *map(fmt, lines), rule,
+           f"Self CPU time total: {format_us(total_cpu)}"]
+    if trace.has_gpu:
+        gpu_ns = trace.gpu_end_ns - trace.gpu_start_ns
+        out.append(f"GPU time total (intervals): {format_us(float(gpu_ns.sum()) / 1e3)}")
+    if len(rows) > len(shown):
+        out.append(f"({len(rows) - len(shown)} more rows; pass row_limit=-1 for all)")
+    return "\n".join(out)

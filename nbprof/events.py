@@ -1,0 +1,355 @@
+"""The model: Interval, FunctionEvent, Kernel, Thread and the column-wise Trace.
+
+numpy and the standard library only (rule 1 of DESIGN.md): the analysis, the exporters and the
+timeline all work on a Trace's columns, so a trace of a million events costs arrays, not objects.
+Per-event objects (FunctionEvent, Kernel) are built on demand, as views.
+
+Times are integer nanoseconds from the trace's origin (``meta["base_time_ns"]`` is that origin on
+the wall clock, ``time.time_ns()``'s epoch); microseconds appear only at the edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+NO_ID = -1  # "none" in the integer id columns (parent, launch)
+
+# What a GPU interval is. OP: a whole op's GPU interval measured by a CUDA event pair (the seed's
+# mechanism): it may span several kernels. The rest come from traces that saw kernels one by one.
+GPU_KINDS = ("op", "kernel", "memcpy", "memset", "sync", "other")
+KIND_OP, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, KIND_OTHER = range(len(GPU_KINDS))
+
+
+class Interval(NamedTuple):
+    """A half-open span of time, in integer nanoseconds from the trace's origin."""
+
+    start_ns: int
+    end_ns: int
+
+    def elapsed_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    def elapsed_us(self) -> float:
+        return (self.end_ns - self.start_ns) / 1000.0
+
+
+class Thread(NamedTuple):
+    """A CPU thread: its process id, OS thread id and name."""
+
+    pid: int
+    tid: int
+    name: str
+
+
+class Kernel(NamedTuple):
+    """One GPU interval (a kernel, a memcpy, a memset, or a whole op's CUDA-event interval)."""
+
+    name: str
+    interval: Interval
+    device: int
+    stream: int
+    launch_id: int | None  # id of the FunctionEvent that launched it, None where the source does not say
+    kind: str  # one of GPU_KINDS
+    args: dict | None = None  # what the source knows beyond that: grid, block, bytes, correlation
+
+
+@dataclass(frozen=True)
+class FunctionEvent:
+    """One CPU-side op, as the seed named it; a view built from a Trace's columns."""
+
+    id: int
+    name: str
+    thread: Thread
+    cpu_interval: Interval
+    kernels: tuple[Kernel, ...]
+    parent: int | None
+    depth: int
+    self_cpu_ns: int
+    category: str = "op"
+    shapes: Any = None
+    stack: tuple[str, ...] | None = None
+    args: dict | None = field(default=None, compare=False)
+
+    @property
+    def cpu_time_total(self) -> float:
+        return self.cpu_interval.elapsed_us()
+
+    @property
+    def self_cpu_time_total(self) -> float:
+        return self.self_cpu_ns / 1000.0
+
+    @property
+    def cuda_time_total(self) -> float:
+        return sum(kernel.interval.elapsed_us() for kernel in self.kernels)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return (
+            f"<FunctionEvent id={self.id} name={self.name!r} thread={self.thread.tid} "
+            f"cpu_time={self.cpu_time_total:.3f}us cuda_time={self.cuda_time_total:.3f}us>"
+        )
+
+
+def _column(values, dtype) -> np.ndarray:
+    array = np.ascontiguousarray(values, dtype=dtype)
+    if array.ndim != 1:
+        raise ValueError("trace columns must be one-dimensional")
+    return array
+
+
+class Trace:
+    """Everything one profile recorded, stored column-wise.
+
+    Build one with :meth:`Trace.build`, which sorts the events into CPU start order and works out
+    nesting; the constructor takes columns that are already sorted and nested (as the converters
+    and loaders produce them).
+
+    Event columns (one row per CPU-side op, in CPU start order; the row index is the event's id):
+      ``start_ns``, ``end_ns`` (int64), ``thread`` (int32, into ``threads``), ``name_id`` (int32, into
+      ``names``), ``category`` (uint8, into ``categories``), ``depth`` (int16), ``parent`` (int32,
+      NO_ID at the top), ``self_ns`` (int64).
+    GPU columns (one row per GPU interval, in start order): ``gpu_start_ns``, ``gpu_end_ns``
+      (int64), ``gpu_name_id`` (int32, into ``names``), ``gpu_device`` (int16), ``gpu_stream``
+      (int32), ``gpu_launch`` (int32, an event id or NO_ID), ``gpu_kind`` (uint8, into GPU_KINDS).
+    Sparse extras, keyed by row: ``event_args``, ``gpu_args`` (dicts), ``shapes``, ``stacks``.
+    """
+
+    __slots__ = (
+        "start_ns", "end_ns", "thread", "name_id", "category", "depth", "parent", "self_ns",
+        "gpu_start_ns", "gpu_end_ns", "gpu_name_id", "gpu_device", "gpu_stream", "gpu_launch",
+        "gpu_kind", "names", "threads", "categories", "meta", "event_args", "gpu_args", "shapes",
+        "stacks", "_kernels_by_launch",
+    )
+
+    def __init__(self, *, start_ns, end_ns, thread, name_id, category, depth, parent, self_ns,
+                 gpu_start_ns, gpu_end_ns, gpu_name_id, gpu_device, gpu_stream, gpu_launch,
+                 gpu_kind, names, threads, categories=("op",), meta=None, event_args=None,
+                 gpu_args=None, shapes=None, stacks=None):
+        self.start_ns = _column(start_ns, np.int64)
+        self.end_ns = _column(end_ns, np.int64)
+        self.thread = _column(thread, np.int32)
+        self.name_id = _column(name_id, np.int32)
+        self.category = _column(category, np.uint8)
+        self.depth = _column(depth, np.int16)
+        self.parent = _column(parent, np.int32)
+        self.self_ns = _column(self_ns, np.int64)
+        self.gpu_start_ns = _column(gpu_start_ns, np.int64)
+        self.gpu_end_ns = _column(gpu_end_ns, np.int64)
+        self.gpu_name_id = _column(gpu_name_id, np.int32)
+        self.gpu_device = _column(gpu_device, np.int16)
+        self.gpu_stream = _column(gpu_stream, np.int32)
+        self.gpu_launch = _column(gpu_launch, np.int32)
+        self.gpu_kind = _column(gpu_kind, np.uint8)
+        self.names = list(names)
+        self.threads = [Thread(*t) for t in threads]
+        self.categories = list(categories)
+        self.meta = dict(meta or {})
+        self.event_args = event_args or {}
+        self.gpu_args = gpu_args or {}
+        self.shapes = shapes or {}
+        self.stacks = stacks or {}
+        self._kernels_by_launch = None
+        self._check()
+
+    def _check(self) -> None:
+        n, k = len(self.start_ns), len(self.gpu_start_ns)
+        for column in ("end_ns", "thread", "name_id", "category", "depth", "parent", "self_ns"):
+            if len(getattr(self, column)) != n:
+                raise ValueError(f"event column {column} has {len(getattr(self, column))} rows, not {n}")
+        for column in ("gpu_end_ns", "gpu_name_id", "gpu_device", "gpu_stream", "gpu_launch",
+                       "gpu_kind"):
+            if len(getattr(self, column)) != k:
+                raise ValueError(f"GPU column {column} has {len(getattr(self, column))} rows, not {k}")
+
+    # -- building ---------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, *, start_ns, end_ns, thread, name_id, names, threads, category=None,
+              categories=("op",), gpu_start_ns=(), gpu_end_ns=(), gpu_name_id=(), gpu_device=(),
+              gpu_stream=(), gpu_launch=(), gpu_kind=(), meta=None, event_args=None,
+              gpu_args=None, shapes=None, stacks=None) -> "Trace":
+        """A Trace from unsorted columns: sorts events (and GPU intervals) by start, remaps the
+        launch ids and the sparse extras to the new order, and computes nesting and self time."""
+        from .nesting import nest
+
+        start_ns = _column(start_ns, np.int64)
+        end_ns = _column(end_ns, np.int64)
+        thread = _column(thread, np.int32)
+        n = len(start_ns)
+        category = np.zeros(n, np.uint8) if category is None else _column(category, np.uint8)
+        # CPU start order; on ties the longer (enclosing) event first, so parents precede children.
+        order = np.lexsort((-(end_ns - start_ns), start_ns))
+        new_id = np.empty(n, np.int32)
+        new_id[order] = np.arange(n, dtype=np.int32)
+        start_ns, end_ns, thread = start_ns[order], end_ns[order], thread[order]
+        depth, parent, self_ns = nest(start_ns, end_ns, thread)
+
+        gpu_start_ns = _column(gpu_start_ns, np.int64)
+        gpu_order = np.lexsort((_column(gpu_end_ns, np.int64), gpu_start_ns))
+        gpu_launch = _column(gpu_launch, np.int32)
+        launch = np.where(gpu_launch >= 0, new_id[np.clip(gpu_launch, 0, max(n - 1, 0))] if n else NO_ID,
+                          NO_ID).astype(np.int32)
+        new_gpu_row = np.empty(len(gpu_order), np.int64)
+        new_gpu_row[gpu_order] = np.arange(len(gpu_order))
+
+        def remap(sparse, new_rows):
+            return {int(new_rows[row]): value for row, value in (sparse or {}).items()}
+
+        return cls(
+            start_ns=start_ns, end_ns=end_ns, thread=thread,
+            name_id=_column(name_id, np.int32)[order], category=category[order],
+            depth=depth, parent=parent, self_ns=self_ns,
+            gpu_start_ns=gpu_start_ns[gpu_order],
+            gpu_end_ns=_column(gpu_end_ns, np.int64)[gpu_order],
+            gpu_name_id=_column(gpu_name_id, np.int32)[gpu_order],
+            gpu_device=_column(gpu_device, np.int16)[gpu_order],
+            gpu_stream=_column(gpu_stream, np.int32)[gpu_order],
+            gpu_launch=launch[gpu_order], gpu_kind=_column(gpu_kind, np.uint8)[gpu_order],
+            names=names, threads=threads, categories=categories, meta=meta,
+            event_args=remap(event_args, new_id), gpu_args=remap(gpu_args, new_gpu_row),
+            shapes=remap(shapes, new_id), stacks=remap(stacks, new_id),
+        )
+
+    @classmethod
+    def empty(cls, meta=None) -> "Trace":
+        return cls.build(start_ns=(), end_ns=(), thread=(), name_id=(), names=(), threads=(),
+                         meta=meta)
+
+    # -- the public API -----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def __repr__(self) -> str:
+        return (f"<nbprof.Trace {len(self)} events, {len(self.gpu_start_ns)} GPU intervals, "
+                f"{len(self.threads)} threads, backend={self.meta.get('backend')!r}>")
+
+    @property
+    def events(self) -> "EventList":
+        """FunctionEvent views in CPU start order, built as they are read."""
+        return EventList(self)
+
+    @property
+    def kernels(self) -> "KernelList":
+        """Every GPU interval (kernel, memcpy, memset, per-op CUDA-event interval), in start order."""
+        return KernelList(self)
+
+    @property
+    def duration_ns(self) -> int:
+        ends = [a.max() for a in (self.end_ns, self.gpu_end_ns) if len(a)]
+        starts = [a.min() for a in (self.start_ns, self.gpu_start_ns) if len(a)]
+        return int(max(ends) - min(starts)) if ends else 0
+
+    @property
+    def has_gpu(self) -> bool:
+        return len(self.gpu_start_ns) > 0
+
+    def event(self, index: int) -> FunctionEvent:
+        index = int(index)
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"event {index} out of range for a trace of {len(self)} events")
+        index %= len(self)
+        parent = int(self.parent[index])
+        return FunctionEvent(
+            id=index,
+            name=self.names[self.name_id[index]],
+            thread=self.threads[self.thread[index]],
+            cpu_interval=Interval(int(self.start_ns[index]), int(self.end_ns[index])),
+            kernels=tuple(self.kernel(row) for row in self._launched_by(index)),
+            parent=None if parent == NO_ID else parent,
+            depth=int(self.depth[index]),
+            self_cpu_ns=int(self.self_ns[index]),
+            category=self.categories[self.category[index]],
+            shapes=self.shapes.get(index),
+            stack=self.stacks.get(index),
+            args=self.event_args.get(index),
+        )
+
+    def kernel(self, row: int) -> Kernel:
+        row = int(row)
+        launch = int(self.gpu_launch[row])
+        return Kernel(
+            name=self.names[self.gpu_name_id[row]],
+            interval=Interval(int(self.gpu_start_ns[row]), int(self.gpu_end_ns[row])),
+            device=int(self.gpu_device[row]),
+            stream=int(self.gpu_stream[row]),
+            launch_id=None if launch == NO_ID else launch,
+            kind=GPU_KINDS[self.gpu_kind[row]],
+            args=self.gpu_args.get(row),
+        )
+
+    def _launched_by(self, index: int) -> np.ndarray:
+        if self._kernels_by_launch is None:
+            # GPU rows grouped by launching event, so a view finds its kernels by binary search.
+            order = np.argsort(self.gpu_launch, kind="stable")
+            self._kernels_by_launch = (self.gpu_launch[order], order)
+        launches, rows = self._kernels_by_launch
+        lo, hi = np.searchsorted(launches, [index, index + 1])
+        return rows[lo:hi]
+
+    def children(self, index: int) -> list[int]:
+        return np.flatnonzero(self.parent == index).tolist()
+
+    def key_averages(self):
+        from .analysis import key_averages
+
+        return key_averages(self)
+
+    def table(self, sort_by: str = "cpu_time_total", row_limit: int = 20) -> str:
+        from .analysis import table
+
+        return table(self, sort_by=sort_by, row_limit=row_limit)
+
+    def export_chrome_trace(self, path) -> str:
+        from .chrome import export_chrome_trace
+
+        return export_chrome_trace(self, path)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the columns (the sparse extras and string tables are counted apart)."""
+        return sum(getattr(self, name).nbytes for name in self.__slots__
+                   if isinstance(getattr(self, name, None), np.ndarray))
+
+
+class EventList(Sequence):
+    """A read-only sequence of FunctionEvent views over a Trace."""
+
+    __slots__ = ("_trace",)
+
+    def __init__(self, trace: Trace):
+        self._trace = trace
+
+    def __len__(self) -> int:
+        return len(self._trace)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._trace.event(i) for i in range(*index.indices(len(self)))]
+        return self._trace.event(index)
+
+
+class KernelList(Sequence):
+    """A read-only sequence of Kernel views over a Trace's GPU columns."""
+
+    __slots__ = ("_trace",)
+
+    def __init__(self, trace: Trace):
+        self._trace = trace
+
+    def __len__(self) -> int:
+        return len(self._trace.gpu_start_ns)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._trace.kernel(i) for i in range(*index.indices(len(self)))]
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"GPU interval {index} out of range ({len(self)})")
+        return self._trace.kernel(index % len(self))

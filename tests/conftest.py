@@ -1,0 +1,36 @@
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# Real torch.profiler traces live beside the project's root, read in place (never copied in).
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> pathlib.Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.fail(f"{SHARED_TRACES} is missing: the real traces in ../shared/traces are needed")
+    return SHARED_TRACES
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> pathlib.Path:
+    path = ROOT / "test-artifacts"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except Exception:
+        has_cuda = False
+    if has_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,101 @@
+"""The model: sorting, nesting, self time and views, on hand-made columns."""
+
+import numpy as np
+import pytest
+
+from nbprof import Interval, Trace
+
+
+def small_trace():
+    # thread 0: a [0,50) holds b [10,30) which holds c [20,25); a again [100,150)
+    # thread 1: b [5,60); one GPU interval launched by the b on thread 0
+    return Trace.build(
+        start_ns=[0, 10, 20, 100, 5], end_ns=[50, 30, 25, 150, 60], thread=[0, 0, 0, 0, 1],
+        name_id=[0, 1, 2, 0, 1], names=["a", "b", "c"],
+        threads=[(1, 1, "main"), (1, 2, "worker")],
+        gpu_start_ns=[40], gpu_end_ns=[70], gpu_name_id=[1], gpu_device=[0], gpu_stream=[7],
+        gpu_launch=[1], gpu_kind=[0])
+
+
+def test_events_come_in_cpu_start_order_with_nesting_and_self_time():
+    trace = small_trace()
+    events = list(trace.events)
+    assert [e.cpu_interval.start_ns for e in events] == [0, 5, 10, 20, 100]
+    a, worker_b, b, c, a2 = events
+    assert (b.parent, b.depth) == (a.id, 1)
+    assert (c.parent, c.depth) == (b.id, 2)
+    assert worker_b.parent is None and worker_b.thread.name == "worker"
+    assert a.self_cpu_ns == 50 - 20
+    assert b.self_cpu_ns == 20 - 5
+    assert trace.children(a.id) == [b.id]
+
+
+def test_launch_ids_follow_the_sort():
+    trace = small_trace()
+    (kernel,) = trace.kernels
+    launcher = trace.events[kernel.launch_id]
+    assert launcher.name == "b" and launcher.thread.tid == 1
+    assert launcher.kernels == (kernel,)
+    assert launcher.cuda_time_total == pytest.approx(0.030)
+
+
+def test_overlapping_slices_that_do_not_nest_keep_their_time():
+    trace = Trace.build(start_ns=[0, 40], end_ns=[50, 90], thread=[0, 0], name_id=[0, 0],
+                        names=["x"], threads=[(1, 1, "t")])
+    first, second = trace.events
+    assert second.parent == first.id
+    assert first.self_cpu_ns == 40  # only the 10 ns inside it are charged to the child
+    assert second.cpu_time_total == pytest.approx(0.05)
+
+
+def test_interval_units():
+    assert Interval(1_000, 3_500).elapsed_us() == 2.5
+    assert Interval(1_000, 3_500).elapsed_ns() == 2_500
+
+
+def test_empty_trace():
+    trace = Trace.empty()
+    assert len(trace) == 0 and list(trace.kernels) == [] and trace.duration_ns == 0
+    assert "Name" in trace.table()
+
+
+def test_columns_must_agree_in_length():
+    with pytest.raises(ValueError, match="rows"):
+        Trace(start_ns=[0], end_ns=[1, 2], thread=[0], name_id=[0], category=[0], depth=[0],
+              parent=[-1], self_ns=[1], gpu_start_ns=[], gpu_end_ns=[], gpu_name_id=[],
+              gpu_device=[], gpu_stream=[], gpu_launch=[], gpu_kind=[], names=["x"],
+              threads=[(1, 1, "t")])
+
+
+def test_key_averages_and_table():
+    trace = small_trace()
+    rows = {row.name: row for row in trace.key_averages()}
+    assert rows["a"].count == 2 and rows["a"].cpu_time_total == pytest.approx(0.1)
+    assert rows["b"].cuda_time_total == pytest.approx(0.03)
+    assert rows["a"].self_cpu_time_total == pytest.approx(0.08)
+    text = trace.table(sort_by="self_cpu_time_total", row_limit=2)
+    assert text.index("a ") < text.index("b ")
+    assert "1 more rows" in text
+    with pytest.raises(ValueError, match="choose one of"):
+        trace.table(sort_by="bogus")
+
+
+def test_model_imports_no_torch_bokeh_or_ipython():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('torch', 'bokeh', 'IPython', 'ipywidgets'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import nbprof, nbprof.events, nbprof.analysis\n"
+        "t = nbprof.Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['x'],"
+        " threads=[(1, 1, 'main')])\n"
+        "print(t.table())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "x" in result.stdout
