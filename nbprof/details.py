@@ -1,0 +1,54 @@
+"""The widget's details pane: what the trace knows about one event, as HTML (no widgets here)."""
+
+from __future__ import annotations
+
+from html import escape
+
+from .analysis import format_us
+from .events import Trace
+
+CHILDREN_SHOWN = 12
+
+
+def _interval(start_ns: int, end_ns: int) -> str:
+    return (f"{format_us(start_ns / 1e3)} &rarr; {format_us(end_ns / 1e3)} "
+            f"(<b>{format_us((end_ns - start_ns) / 1e3)}</b>)")
+
+
+def details_html(trace: Trace, event_id: int | None) -> str:
+    """Name, thread, CPU interval, GPU intervals with stream, shapes, stack, parent chain, children."""
+    if event_id is None:
+        return "<i>Click an event on the timeline (or use search / the summary) to see its details.</i>"
+    event = trace.event(event_id)
+    rows = [("Name", f"<code>{escape(event.name)}</code>"),
+            ("Thread", escape(f"{event.thread.name or 'thread'} (pid {event.thread.pid}, "
+                              f"tid {event.thread.tid})")),
+            ("CPU", _interval(*event.cpu_interval) + f", self {format_us(event.self_cpu_ns / 1e3)}")]
+    if event.kernels:
+        gpu = "<br>".join(
+            f"{escape(k.kind)} <code>{escape(k.name)}</code> on cuda:{k.device} stream {k.stream}: "
+            + _interval(*k.interval) for k in event.kernels)
+        rows.append(("GPU", gpu))
+    else:
+        rows.append(("GPU", "<i>no GPU interval</i>"))
+    if event.shapes is not None:
+        rows.append(("Shapes", f"<code>{escape(str(event.shapes))}</code>"))
+    if event.stack:
+        rows.append(("Stack", "<br>".join(f"<code>{escape(frame)}</code>" for frame in event.stack)))
+    chain = []
+    parent = event.parent
+    while parent is not None:
+        chain.append(escape(trace.names[trace.name_id[parent]]))
+        parent = int(trace.parent[parent])
+        parent = None if parent < 0 else parent
+    rows.append(("Parents", " &larr; ".join(chain) if chain else "<i>top level</i>"))
+    children = trace.children(event_id)
+    if children:
+        names = ", ".join(escape(trace.names[trace.name_id[c]]) for c in children[:CHILDREN_SHOWN])
+        more = f" and {len(children) - CHILDREN_SHOWN} more" if len(children) > CHILDREN_SHOWN else ""
+        rows.append((f"Children ({len(children)})", names + more))
+    else:
+        rows.append(("Children", "<i>none</i>"))
+    body = "".join(f"<tr><th style='text-align:left;vertical-align:top;padding-right:8px'>{key}</th>"
+                   f"<td style='text-align:left'>{value}</td></tr>" for key, value in rows)
+    return f"<table class='nbprof-details'>{body}</table>"

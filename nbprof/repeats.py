@@ -1,0 +1,104 @@
+"""``%%cudaprof --repeat N``: per-op mean, min and max over N profiled runs of one cell.
+
+The magic profiles the N runs in one session, each wrapped in a marker op named ``run_marker(i, N)``;
+events are assigned to the run whose marker window holds their start (runs are sequential, so this also
+covers autograd's backward threads). numpy only, like analysis.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .analysis import format_us, printable
+from .events import Trace
+
+MARKER_PREFIX = "cudaprof run "
+_MARKER = re.compile(re.escape(MARKER_PREFIX) + r"(\d+)/(\d+)$")
+
+
+def run_marker(index: int, runs: int) -> str:
+    """The name of the marker op around run ``index`` (0-based) of ``runs``."""
+    return f"{MARKER_PREFIX}{index + 1}/{runs}"
+
+
+@dataclass(frozen=True)
+class RepeatRow:
+    """One op over the runs: calls per run and CPU / CUDA time per run, in microseconds."""
+
+    name: str
+    calls_per_run: float
+    cpu_mean_us: float
+    cpu_min_us: float
+    cpu_max_us: float
+    cuda_mean_us: float
+
+
+def run_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Marker name ids, start and end (ns) of each run, in time order."""
+    marker_ids = [i for i, name in enumerate(trace.names) if _MARKER.match(name)]
+    rows = np.flatnonzero(np.isin(trace.name_id, marker_ids))
+    return trace.name_id[rows], trace.start_ns[rows], trace.end_ns[rows]
+
+
+def repeat_summary(trace: Trace) -> list[RepeatRow]:
+    """Per op name, mean / min / max over the runs, largest mean CPU time first."""
+    marker_ids, run_start, run_end = run_windows(trace)
+    runs = len(run_start)
+    if runs == 0:
+        raise ValueError("this trace holds no '%%cudaprof --repeat' run markers")
+    names = len(trace.names)
+    run_of_event = _run_of(trace.start_ns, run_start, run_end)
+    inside = run_of_event >= 0
+    cell = run_of_event[inside] * names + trace.name_id[inside]
+    calls = np.bincount(cell, minlength=runs * names).reshape(runs, names)
+    cpu_ns = np.bincount(cell, weights=(trace.end_ns - trace.start_ns)[inside],
+                         minlength=runs * names).reshape(runs, names)
+    launched = trace.gpu_launch >= 0
+    launch = trace.gpu_launch[launched]
+    gpu_run = run_of_event[launch]
+    gpu_cell = gpu_run[gpu_run >= 0] * names + trace.name_id[launch][gpu_run >= 0]
+    gpu_ns = (trace.gpu_end_ns - trace.gpu_start_ns)[launched][gpu_run >= 0]
+    cuda_ns = np.bincount(gpu_cell, weights=gpu_ns, minlength=runs * names).reshape(runs, names)
+    seen = np.flatnonzero(calls.sum(axis=0))
+    seen = seen[~np.isin(seen, marker_ids)]
+    rows = [RepeatRow(trace.names[i], float(calls[:, i].mean()), cpu_ns[:, i].mean() / 1e3,
+                      cpu_ns[:, i].min() / 1e3, cpu_ns[:, i].max() / 1e3, cuda_ns[:, i].mean() / 1e3)
+            for i in seen]
+    return sorted(rows, key=lambda row: row.cpu_mean_us, reverse=True)
+
+
+def _run_of(start_ns: np.ndarray, run_start: np.ndarray, run_end: np.ndarray) -> np.ndarray:
+    """Index of the run window holding each start, -1 outside every window."""
+    run = np.searchsorted(run_start, start_ns, side="right") - 1
+    valid = run >= 0
+    valid[valid] = start_ns[valid] < run_end[run[valid]]
+    return np.where(valid, run, -1)
+
+
+def repeat_table(trace: Trace, row_limit: int = 20, name_width: int = 55) -> str:
+    """The repeat summary as text: CPU time per run (mean, min, max), calls and CUDA time per run."""
+    rows = repeat_summary(trace)
+    shown = rows if row_limit is None or row_limit < 0 else rows[:row_limit]
+    headers = ["Name", "CPU mean", "CPU min", "CPU max", "CUDA mean", "Calls/run"]
+    lines = []
+    for row in shown:
+        name = printable(row.name)
+        name = name if len(name) <= name_width else name[: name_width - 3] + "..."
+        lines.append([name, format_us(row.cpu_mean_us), format_us(row.cpu_min_us),
+                      format_us(row.cpu_max_us), format_us(row.cuda_mean_us),
+                      f"{row.calls_per_run:g}"])
+    widths = [max([len(headers[i])] + [len(line[i]) for line in lines]) for i in range(len(headers))]
+
+    def fmt(cells):
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths)))
+
+    rule = "  ".join("-" * w for w in widths)
+    out = [f"Per run, over {len(run_windows(trace)[1])} runs:", rule, fmt(headers), rule,
+           *map(fmt, lines), rule]
+    if len(rows) > len(shown):
+        out.append(f"({len(rows) - len(shown)} more rows; --row-limit -1 shows all)")
+    return "\n".join(out)
