@@ -1,0 +1,166 @@
+"""``%%cudaprof`` (a cell) and ``%cudaprof`` (one statement): run code under nbprof's profiler in the
+user's namespace, then show the timeline widget under the cell's own output.
+
+Options come from magic_args.py. torch and the widget load only when a cell is profiled.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import sys
+import time
+import warnings
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from .magic_args import CudaprofUsageError, help_text, parse_options, split_line_magic
+
+# Warnings issued from the profiler's own code (torch's profilers, nbprof's recorders) are noise to
+# the user; warnings the cell's code triggers are attributed to the cell and still show.
+_PROFILER_MODULES = r"(torch\.autograd\.profiler.*|torch\.profiler.*|nbprof\.(profiler|record).*)"
+
+
+def register(ipython) -> None:
+    """Called by ``%load_ext nbprof``."""
+    ipython.register_magics(CudaprofMagics)
+
+
+@magics_class
+class CudaprofMagics(Magics):
+    @line_cell_magic
+    def cudaprof(self, line: str, cell: str | None = None):
+        """Profile the cell with nbprof and show its timeline. ``%%cudaprof -h`` lists the options."""
+        if cell is None:
+            line, cell = split_line_magic(line)
+        try:
+            options = parse_options(line)
+        except CudaprofUsageError as error:
+            # UsageError: IPython prints the message without a traceback, and the cell does not run.
+            raise UsageError(str(error)) from None
+        if options.help:
+            print(help_text())
+            return
+        if not cell.strip():
+            print("%%cudaprof: nothing to profile: the cell is empty.")
+            return
+        from . import profiler
+
+        if profiler.is_active():
+            raise UsageError("%%cudaprof can't nest: a profile is already active in this kernel "
+                             "(an enclosing %%cudaprof cell or `with nbprof.profile()`). "
+                             "Run this code without %%cudaprof, or end the other profile first.")
+        profile_cell(self.shell, cell, options)
+
+
+class CellRunner:
+    """A cell compiled once, then run any number of times in the user's namespace. ``run`` returns
+    the value of a last bare expression, which the caller hands to the display hook (``Out[n]``)
+    after profiling, so the value's repr is not profiled."""
+
+    def __init__(self, shell, source: str):
+        self._shell = shell
+        python = shell.transform_cell(source)
+        filename = shell.compile.cache(python)  # so tracebacks show the cell's lines
+        tree = shell.transform_ast(ast.parse(python, filename=filename))
+        body = tree.body
+        last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
+        self._body = compile(ast.Module(body=body, type_ignores=[]), filename, "exec")
+        self._last = None if last is None else compile(ast.Expression(body=last.value), filename, "eval")
+
+    def run(self):
+        __tracebackhide__ = True  # IPython leaves this frame out of the cell's traceback
+        exec(self._body, self._shell.user_global_ns, self._shell.user_ns)
+        if self._last is not None:
+            return eval(self._last, self._shell.user_global_ns, self._shell.user_ns)
+        return None
+
+
+def profile_cell(shell, cell: str, options) -> None:
+    """Warm up, profile ``options.repeat`` runs, then hand out the trace as the options ask; an
+    exception or Ctrl-C in the cell still shows what was recorded, then propagates unchanged."""
+    __tracebackhide__ = True
+    from .profiler import profile
+
+    runner = CellRunner(shell, cell)  # a SyntaxError stops here, before anything runs
+    for _ in range(options.warmup):
+        runner.run()
+    failure = None
+    session = profile(cuda=False if options.cpu_only else None,
+                      record_shapes=options.record_shapes, with_stack=options.with_stack)
+    # Only starting and stopping are quieted: the cell's own warnings (and any warning filters it
+    # sets) must behave as without the magic.
+    with _quiet_profiler():
+        session.__enter__()
+    value = None
+    try:
+        value = _run_repeats(runner, options.repeat)
+    except BaseException as error:  # Ctrl-C too: show what ran, then re-raise it
+        failure = error
+    with _quiet_profiler():
+        session.__exit__(type(failure) if failure else None, failure,
+                         failure.__traceback__ if failure else None)
+    if failure is None:
+        sys.displayhook(value)  # Out[n], as without the magic (None shows nothing)
+    trace = session.trace
+    if trace is not None:
+        publish(shell, trace, options, note=_failure_note(failure))
+    if failure is not None:
+        raise failure
+
+
+def _run_repeats(runner: CellRunner, repeat: int):
+    """The cell's last value (of the last run)."""
+    __tracebackhide__ = True
+    if repeat == 1:
+        return runner.run()
+    from torch.autograd.profiler import record_function
+
+    from .repeats import run_marker
+
+    value = None
+    for index in range(repeat):
+        with record_function(run_marker(index, repeat)):
+            value = runner.run()
+    return value
+
+
+@contextlib.contextmanager
+def _quiet_profiler():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=_PROFILER_MODULES)
+        yield
+
+
+def _failure_note(failure: BaseException | None) -> str | None:
+    if failure is None:
+        return None
+    if isinstance(failure, KeyboardInterrupt):
+        return "Interrupted: the timeline shows what ran before Ctrl-C. The profiler is off."
+    return (f"The cell raised {type(failure).__name__}: the timeline shows what ran before it.")
+
+
+def publish(shell, trace, options, note: str | None = None) -> None:
+    """Store, print, export and display the trace, as the options say."""
+    if options.variable:
+        shell.user_ns[options.variable] = trace
+    if options.repeat > 1:
+        from .repeats import repeat_table
+
+        print(repeat_table(trace, row_limit=options.row_limit))
+    if options.table:
+        print(trace.table(sort_by=options.sort, row_limit=options.row_limit))
+    if options.export:
+        from .chrome import export_chrome_trace
+
+        print(f"Chrome trace written to {export_chrome_trace(trace, options.export)}")
+    if note and options.no_display:
+        print(note)
+    if not options.no_display:
+        from IPython.display import display
+
+        from .widget import widget
+
+        name = options.variable or time.strftime("cudaprof-%Y%m%d-%H%M%S")
+        display(widget(trace, name=name, sort_by=options.sort, note=note))

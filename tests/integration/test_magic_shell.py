@@ -1,0 +1,167 @@
+"""%%cudaprof in a real IPython shell with real torch: what the user sees and what stays defined."""
+
+import os
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
+
+import nbprof
+from nbprof import profiler
+
+WORK = "import torch\nx = torch.ones(16)\nfor _ in range(20):\n    x = x + 1\n"
+
+
+@pytest.fixture(scope="module")
+def shell():
+    ip = start_ipython()
+    ip.run_line_magic("load_ext", "nbprof")
+    yield ip
+    assert not profiler.is_active()
+
+
+def run(shell, cell):
+    with capture_output() as captured:
+        result = shell.run_cell(cell)
+    return result, captured
+
+
+def names(trace):
+    return {trace.names[i] for i in trace.name_id}
+
+
+def test_cell_runs_in_the_user_namespace_and_shows_its_own_output(shell):
+    result, out = run(shell, "%%cudaprof -o trace --no-display\n" + WORK + "print('hello from the cell')\nx.sum()")
+    assert result.success
+    assert "hello from the cell" in out.stdout
+    assert shell.user_ns["x"][0].item() == 21.0  # defined, as without the magic
+    assert out.outputs == []  # --no-display: no widget
+    assert result.result.item() == 21.0 * 16  # the last value is the cell's result (Out[n]) as usual
+    trace = shell.user_ns["trace"]
+    assert isinstance(trace, nbprof.Trace)
+    assert (trace.name_id == trace.names.index("aten::add")).sum() == 20
+    assert out.stderr == ""  # no profiler noise
+    assert not profiler.is_active()
+
+
+def test_line_magic_profiles_one_statement(shell):
+    result, _ = run(shell, "import torch\n%cudaprof -o line_trace --no-display y = torch.ones(3).mul(2)")
+    assert result.success
+    assert shell.user_ns["y"].tolist() == [2.0, 2.0, 2.0]
+    assert "aten::mul" in names(shell.user_ns["line_trace"])
+
+
+def test_unknown_option_prints_usage_and_does_not_run_the_cell(shell):
+    result, out = run(shell, "%%cudaprof --bogus\nnot_run = 1")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "usage: %%cudaprof" in str(result.error_in_exec)
+    assert "unrecognized arguments: --bogus" in str(result.error_in_exec)
+    assert "not_run" not in shell.user_ns
+    result, _ = run(shell, "after_bad_option = 1")
+    assert result.success and shell.user_ns["after_bad_option"] == 1
+
+
+def test_help_prints_the_options_and_does_not_run_the_cell(shell):
+    result, out = run(shell, "%%cudaprof -h\nnot_run_help = 1")
+    assert result.success
+    assert "--repeat N" in out.stdout and "--export PATH" in out.stdout
+    assert "not_run_help" not in shell.user_ns
+
+
+def test_empty_cell_says_there_was_nothing_to_profile(shell):
+    result, out = run(shell, "%%cudaprof --table\n   \n")
+    assert result.success
+    assert "nothing to profile" in out.stdout
+
+
+def test_cudaprof_inside_an_active_profile_says_it_cannot_nest(shell):
+    result, out = run(shell, "import nbprof\nwith nbprof.profile():\n"
+                             "    get_ipython().run_cell_magic('cudaprof', '--no-display', 'nested = 1')")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "can't nest" in str(result.error_in_exec)
+    assert "nested" not in shell.user_ns
+    assert not profiler.is_active()
+    result, _ = run(shell, "%%cudaprof --no-display -o after_nest\nafter = torch.ones(2) + 1")
+    assert result.success and "aten::add" in names(shell.user_ns["after_nest"])
+
+
+def test_a_raising_cell_shows_what_ran_then_raises_as_without_the_magic(shell):
+    cell = ("%%cudaprof -o failed --no-display\nimport torch\nbefore = torch.ones(4).mul(3)\n"
+            "raise ValueError('broken step')\nnever = 1")
+    result, out = run(shell, cell)
+    assert isinstance(result.error_in_exec, ValueError)
+    assert str(result.error_in_exec) == "broken step"
+    assert "The cell raised ValueError" in out.stdout
+    assert "aten::mul" in names(shell.user_ns["failed"])
+    assert "before" in shell.user_ns and "never" not in shell.user_ns
+    assert not profiler.is_active()
+
+
+def test_ctrl_c_stops_the_cell_keeps_what_was_recorded_and_leaves_the_profiler_off(shell):
+    # A real SIGINT, as Jupyter's interrupt button sends, in the middle of a loop of torch ops.
+    cell = ("%%cudaprof -o interrupted --no-display\nimport os, signal, torch\nsteps = 0\n"
+            "x = torch.ones(8)\nwhile True:\n    x = x + 1\n    steps += 1\n"
+            "    if steps == 50:\n        os.kill(os.getpid(), signal.SIGINT)\n")
+    result, out = run(shell, cell)
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert "Interrupted" in out.stdout
+    trace = shell.user_ns["interrupted"]
+    assert (trace.name_id == trace.names.index("aten::add")).sum() >= 50
+    assert not profiler.is_active()
+    result, _ = run(shell, "%%cudaprof --no-display -o after_interrupt\nz = torch.ones(2) * 2")
+    assert result.success and "aten::mul" in names(shell.user_ns["after_interrupt"])
+
+
+def test_warmup_and_repeat_give_a_per_run_summary(shell):
+    shell.user_ns["calls"] = 0
+    result, out = run(shell, "%%cudaprof -o repeated --no-display --warmup 2 --repeat 3\n"
+                             "calls += 1\nw = torch.ones(4).mul(2)")
+    assert result.success
+    assert shell.user_ns["calls"] == 5  # 2 unprofiled warm-up runs + 3 profiled
+    assert "over 3 runs" in out.stdout and "aten::mul" in out.stdout and "CPU max" in out.stdout
+    trace = shell.user_ns["repeated"]
+    assert (trace.name_id == trace.names.index("aten::mul")).sum() == 3
+
+
+def test_table_and_sort(shell):
+    result, out = run(shell, "%%cudaprof --no-display --table --sort count --row-limit 3\n" + WORK)
+    assert result.success
+    lines = out.stdout.splitlines()
+    assert lines[1].split()[0] == "Name"
+    assert lines[3].split()[0] == "aten::add"  # the most called op first
+    assert "more rows" in out.stdout
+
+
+def test_the_cells_own_warnings_still_show(shell):
+    with pytest.warns(UserWarning, match="from the cell"):
+        result, out = run(shell, "%%cudaprof --no-display\nimport warnings\n"
+                                 "warnings.warn('from the cell', UserWarning)\nq = torch.ones(2) + 1")
+    assert result.success
+
+
+def test_record_shapes_reach_the_trace(shell):
+    result, _ = run(shell, "%%cudaprof --no-display --record-shapes -o shaped\n"
+                           "m = torch.ones(2, 3) @ torch.ones(3, 4)")
+    assert result.success
+    trace = shell.user_ns["shaped"]
+    mm = [i for i in range(len(trace)) if trace.names[trace.name_id[i]] == "aten::mm"]
+    assert mm and [2, 3] in list(trace.shapes[mm[0]])
+
+
+def test_with_stack_keeps_the_cells_python_frames(shell):
+    result, _ = run(shell, "%%cudaprof --no-display --with-stack -o stacked\n"
+                           "def step():\n    return torch.ones(2, 3) @ torch.ones(3, 4)\nm = step()")
+    assert result.success
+    stacks = shell.user_ns["stacked"].stacks
+    assert any("step" in frame for stack in stacks.values() for frame in stack)
+
+
+def test_no_files_are_written_unless_asked(shell, tmp_path):
+    before = set(os.listdir(tmp_path))
+    shell.run_line_magic("cd", str(tmp_path))
+    try:
+        result, _ = run(shell, "%%cudaprof --no-display\n" + WORK)
+    finally:
+        shell.run_line_magic("cd", "-")
+    assert result.success and set(os.listdir(tmp_path)) == before
