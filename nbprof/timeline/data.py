@@ -1,0 +1,86 @@
+"""The hidden event columns a timeline page carries, and the small tables js/timeline.js reads.
+
+Every CPU event and GPU interval becomes one entry of a draw row (see lanes.py); entries go row by
+row, each row in start order (event ids are in start order, so sorting by (row, id) is enough).
+Times are ns from the trace's first event. Built with numpy over whole columns: no loop per event.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..events import Trace
+from .lanes import Lanes, cpu_families, gpu_families, name_hashes
+from .packing import pack_columns
+
+
+def _deltas_within_rows(values: np.ndarray, first_of_row: np.ndarray) -> np.ndarray:
+    deltas = np.diff(values, prepend=0)
+    deltas[first_of_row] = values[first_of_row]
+    return deltas
+
+
+def _detail_texts(trace: Trace) -> tuple[dict[int, str], dict[int, str]]:
+    """Hover text for the events the trace knows more about: shapes, grid and block, bytes.
+    These are sparse Python dicts already, so one pass over their entries."""
+    cpu = {row: f"shapes: {shapes}" for row, shapes in trace.shapes.items() if shapes}
+    gpu = {}
+    for row, args in trace.gpu_args.items():
+        if not args:
+            continue
+        parts = [f"{key}: {args[key]}" for key in ("grid", "block", "bytes", "correlation")
+                 if key in args]
+        if parts:
+            gpu[row] = " · ".join(parts)
+    return cpu, gpu
+
+
+def encode_events(trace: Trace, lanes: Lanes) -> tuple[str, dict]:
+    n_cpu, n_gpu = len(trace), len(trace.gpu_start_ns)
+    starts = np.concatenate([trace.start_ns, trace.gpu_start_ns])
+    ends = np.concatenate([trace.end_ns, trace.gpu_end_ns])
+    origin = int(starts.min()) if len(starts) else 0
+    span = int(ends.max()) - origin if len(ends) else 0
+    ids = np.concatenate([np.arange(n_cpu), np.arange(n_gpu)]).astype(np.int64)
+    rows = np.concatenate([lanes.cpu_row, lanes.gpu_row]).astype(np.int64)
+    order = np.lexsort((ids, rows))
+    rows, ids = rows[order], ids[order]
+    first_of_row = np.flatnonzero(np.diff(rows, prepend=-1))
+    start_rel = starts[order] - origin
+    is_gpu_entry = order >= n_cpu
+    launches = np.concatenate([np.zeros(n_cpu, np.int64), trace.gpu_launch.astype(np.int64) + 1])
+
+    cpu_detail, gpu_detail = _detail_texts(trace)
+    texts = sorted(set(cpu_detail.values()) | set(gpu_detail.values()))
+    text_index = {text: i for i, text in enumerate(texts)}
+    # entry position of each CPU event / GPU interval, to place the sparse details
+    entry_of = np.empty(n_cpu + n_gpu, np.int64)
+    entry_of[order] = np.arange(len(order))
+    detail_entries = [int(entry_of[row]) for row in cpu_detail] + \
+        [int(entry_of[n_cpu + row]) for row in gpu_detail]
+    detail_text_ids = [text_index[t] for t in cpu_detail.values()] + \
+        [text_index[t] for t in gpu_detail.values()]
+
+    columns = {
+        "row_count": np.bincount(rows, minlength=len(lanes.row_lane)),
+        "start_delta": _deltas_within_rows(start_rel, first_of_row),
+        "duration": np.maximum(ends[order] - starts[order], 0),
+        "id_delta": _deltas_within_rows(ids, first_of_row),
+        "name_id": np.concatenate([trace.name_id, trace.gpu_name_id])[order],
+        "family": np.concatenate([cpu_families(trace), gpu_families(trace)])[order],
+        "gpu_launch": launches[order][is_gpu_entry],
+        "detail_entry": np.asarray(detail_entries, np.int64),
+        "detail_text": np.asarray(detail_text_ids, np.int64),
+    }
+    packed, layout = pack_columns(columns)
+    lane_height = np.zeros(len(lanes.labels), np.int64)
+    np.maximum.at(lane_height, lanes.row_lane, lanes.row_sub + 1)
+    info = {
+        "layout": layout, "n_cpu": n_cpu, "n_gpu": n_gpu, "origin_ns": origin, "span_ns": span,
+        "labels": lanes.labels, "groups": lanes.groups, "lane_is_gpu": lanes.is_gpu.tolist(),
+        "lane_height": lane_height.tolist(), "row_lane": lanes.row_lane.tolist(),
+        "row_sub": lanes.row_sub.tolist(), "row_is_gpu": lanes.row_is_gpu.tolist(),
+        "names": list(trace.names), "name_hash": name_hashes(trace.names).tolist(),
+        "detail_texts": texts,
+    }
+    return packed, info
