@@ -1,0 +1,219 @@
+"""Backend records -> :class:`nbprof.Trace`. Pure functions: no torch, no clocks, no I/O.
+
+Two inputs:
+- :func:`cpu_records_to_trace`: Kineto's raw CPU records already read into columns (numpy), one
+  row per event, wall-clock ns and OS thread ids.
+- :func:`legacy_records_to_trace`: the legacy profiler's per-thread lists of push/pop records
+  with CUDA events (``ProfilerState.CUDA``, the seed's mechanism). Each op's GPU interval is put
+  on the CPU clock through one anchor record per device (see CUDA_EVENTS.md):
+  GPU start = anchor's CPU time + ``anchor.cuda_elapsed_us(push)``,
+  GPU end = GPU start + ``push.cuda_elapsed_us(pop)``.
+  Whatever origin the GPU clock has cancels out; the anchor's own submission latency is the
+  alignment error. It only calls the records' methods, so tests feed it fakes that behave like
+  torch's, failures included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .events import KIND_OP, NO_ID, Thread, Trace
+
+CPU_CATEGORIES = ("op", "user_annotation", "python_function")
+
+
+def intern_names(names) -> tuple[np.ndarray, list[str]]:
+    """Index of each name in a table of the distinct names (first-seen order), and the table."""
+    table: dict[str, int] = {}
+    ids = np.fromiter((table.setdefault(name, len(table)) for name in names), np.int32,
+                      len(names))
+    return ids, list(table)
+
+
+def _thread_table(tids: np.ndarray, names_by_tid: dict, pid: int, first_tid: int | None):
+    """Thread index per row and the thread table; ``first_tid`` (the thread that started the
+    profile) gets the first lane, the others follow by id."""
+    distinct = np.unique(tids)  # sorted
+    ordered = [int(tid) for tid in distinct]
+    if first_tid is not None and first_tid in ordered:
+        ordered.remove(first_tid)
+        ordered.insert(0, first_tid)
+    lane_of_sorted = np.empty(len(distinct), np.int32)
+    for lane, tid in enumerate(ordered):
+        lane_of_sorted[np.searchsorted(distinct, tid)] = lane
+    thread = lane_of_sorted[np.searchsorted(distinct, tids)]
+    threads = [Thread(pid, tid, names_by_tid.get(tid, f"thread {tid}")) for tid in ordered]
+    return thread.astype(np.int32), threads
+
+
+def cpu_records_to_trace(records, *, base_time_ns: int, thread_names: dict, pid: int,
+                         first_tid: int | None = None, meta: dict | None = None) -> Trace:
+    """A Trace from :class:`nbprof.record.kineto_cpu.CpuRecords` (or any object with its fields).
+
+    Times become ns from ``base_time_ns`` (the wall-clock origin, kept in ``meta``). With the
+    Kineto GPU fallback (``records.cuda_us`` set), an op with a GPU duration gets a GPU interval
+    of that length placed at its CPU start: torch gives no GPU start time on that path, and
+    ``meta["notes"]`` must say so (the caller's job, it knows why the fallback was chosen).
+    """
+    name_id, names = intern_names(records.names)
+    thread, threads = _thread_table(records.tid, thread_names, pid, first_tid)
+    category = records.is_annotation.astype(np.uint8) + 2 * records.is_python.astype(np.uint8)
+    start_ns = records.start_ns - base_time_ns
+    end_ns = records.end_ns - base_time_ns
+    gpu = {}
+    if records.cuda_us is not None:
+        rows = np.flatnonzero(records.cuda_us > 0)
+        gpu = dict(
+            gpu_start_ns=start_ns[rows],
+            gpu_end_ns=start_ns[rows] + np.rint(records.cuda_us[rows] * 1000).astype(np.int64),
+            gpu_name_id=name_id[rows], gpu_device=np.zeros(len(rows), np.int16),
+            gpu_stream=np.zeros(len(rows), np.int32), gpu_launch=rows.astype(np.int32),
+            gpu_kind=np.full(len(rows), KIND_OP, np.uint8))
+    trace = Trace.build(start_ns=start_ns, end_ns=end_ns, thread=thread, name_id=name_id,
+                        names=names, threads=threads, category=category,
+                        categories=CPU_CATEGORIES, meta=_with_base(meta, base_time_ns),
+                        shapes=records.shapes, stacks=records.stacks, **gpu)
+    if records.is_python.any():
+        trace.stacks = {**python_stacks(trace), **trace.stacks}
+    return trace
+
+
+def python_stacks(trace: Trace) -> dict:
+    """Each op's Python stack, innermost frame first, from the Python-function events that
+    enclose it (with_stack records Python calls as events, as torch.profiler does)."""
+    python = CPU_CATEGORIES.index("python_function")
+    frames: dict[int, tuple] = {}  # row -> stack of the Python frames enclosing it, itself included
+    stacks = {}
+    names, parents, categories = trace.names, trace.parent, trace.category
+    for row in range(len(trace)):  # parents come before their children in start order
+        parent = int(parents[row])
+        enclosing = frames.get(parent, ()) if parent >= 0 else ()
+        if categories[row] == python:
+            frames[row] = (names[trace.name_id[row]],) + enclosing
+        else:  # an op inside an op (aten::add > aten::to) shares its parent's frames
+            frames[row] = enclosing
+            if enclosing:
+                stacks[row] = enclosing
+    return stacks
+
+
+def _with_base(meta, base_time_ns):
+    meta = dict(meta or {})
+    meta["base_time_ns"] = int(base_time_ns)
+    meta.setdefault("notes", [])
+    return meta
+
+
+class _LegacyColumns:
+    """Rows gathered while walking legacy records (a GPU-path trace has ~10^4 ops, not 10^6)."""
+
+    def __init__(self):
+        self.names, self.start_ns, self.end_ns, self.thread_id = [], [], [], []
+        self.gpu_row, self.gpu_start_ns, self.gpu_end_ns, self.gpu_device = [], [], [], []
+        self.shapes, self.stacks = {}, {}
+
+
+def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int,
+                            starting_thread: Thread, record_shapes: bool = False,
+                            with_stack: bool = False, meta: dict | None = None) -> Trace:
+    """A Trace with a GPU interval (kind ``op``) for every op whose records carry CUDA events.
+
+    ``thread_lists``: what ``_disable_profiler_legacy()`` returns, one list of records per
+    profiler thread. ``anchor_name``: the name of the empty record_function opened on each
+    device right after enabling. ``starting_thread``: the Thread that enabled the profiler
+    (legacy records carry only torch's small thread ids, not OS ids).
+    """
+    records = [record for records in thread_lists for record in records]
+    if not records:
+        return Trace.empty(_with_base(meta, base_time_ns))
+    clock_ref = records[0]
+    # CPU times relative to one record: cpu_elapsed_us differences are exact in float64, while
+    # start_us() (epoch us as a double) is only good to ~0.25 us.
+    ref_offset_ns = round(clock_ref.start_us() * 1000) - base_time_ns
+
+    def cpu_ns(record) -> int:
+        return ref_offset_ns + round(clock_ref.cpu_elapsed_us(record) * 1000)
+
+    pops, anchors, pushes = {}, {}, []
+    for record in records:
+        kind = record.kind()
+        if kind == "pop":
+            pops[record.handle()] = record
+        elif kind == "push":
+            if record.name() == anchor_name:
+                anchors.setdefault(record.device(), record)
+            else:
+                pushes.append(record)
+    anchor_cpu_ns = {device: cpu_ns(anchor) for device, anchor in anchors.items()}
+    starting_id = next(iter(anchors.values())).thread_id() if anchors else records[0].thread_id()
+
+    columns = _LegacyColumns()
+    unmatched = no_event = no_anchor = 0
+    for push in pushes:
+        pop = pops.get(push.handle())
+        start = cpu_ns(push)
+        if pop is None:  # still open when profiling stopped (e.g. interrupted)
+            unmatched += 1
+            end = start
+        else:
+            end = cpu_ns(pop)
+        row = len(columns.names)
+        columns.names.append(push.name())
+        columns.start_ns.append(start)
+        columns.end_ns.append(end)
+        columns.thread_id.append(push.thread_id())
+        if record_shapes and push.shapes():
+            columns.shapes[row] = push.shapes()
+        if with_stack and push.stack():
+            columns.stacks[row] = tuple(push.stack())
+        if pop is None or not push.has_cuda():
+            continue
+        device = push.device()
+        if device not in anchors:
+            no_anchor += 1
+            continue
+        try:
+            gpu_start = anchor_cpu_ns[device] + round(anchors[device].cuda_elapsed_us(push) * 1000)
+            gpu_ns = round(push.cuda_elapsed_us(pop) * 1000)
+        except RuntimeError:  # "Events were not recorded for CUDA", "not on the same device"
+            no_event += 1
+            continue
+        columns.gpu_row.append(row)
+        columns.gpu_start_ns.append(gpu_start)
+        columns.gpu_end_ns.append(gpu_start + max(gpu_ns, 0))
+        columns.gpu_device.append(device)
+
+    meta = _with_base(meta, base_time_ns)
+    notes = meta["notes"] = list(meta["notes"])
+    if unmatched:
+        notes.append(f"{unmatched} ops had not ended when profiling stopped: shown with no length.")
+    if no_event:
+        notes.append(f"{no_event} ops had CUDA events torch could not time: no GPU interval.")
+    if no_anchor:
+        notes.append(f"{no_anchor} ops ran on a device without an anchor: no GPU interval.")
+    return _legacy_trace(columns, starting_id, starting_thread, meta)
+
+
+def _legacy_trace(columns: _LegacyColumns, starting_id: int, starting_thread: Thread,
+                  meta: dict) -> Trace:
+    name_id, names = intern_names(columns.names)
+    profiler_ids = np.asarray(columns.thread_id, np.int64)
+    # Only the starting thread's OS id is known; torch's own threads (autograd's per-device
+    # workers, which inherit the legacy profiler) keep torch's small id as their tid.
+    thread_names = {starting_id: starting_thread.name}
+    thread_names.update({int(tid): f"torch thread {int(tid)} (autograd worker)"
+                         for tid in np.unique(profiler_ids) if tid != starting_id})
+    thread, threads = _thread_table(profiler_ids, thread_names, starting_thread.pid, starting_id)
+    threads = [starting_thread if t.tid == starting_id else t for t in threads]
+    gpu_rows = np.asarray(columns.gpu_row, np.int32)
+    count = len(gpu_rows)
+    return Trace.build(
+        start_ns=columns.start_ns, end_ns=columns.end_ns, thread=thread, name_id=name_id,
+        names=names, threads=threads, meta=meta, shapes=columns.shapes, stacks=columns.stacks,
+        gpu_start_ns=np.asarray(columns.gpu_start_ns, np.int64),
+        gpu_end_ns=np.asarray(columns.gpu_end_ns, np.int64),
+        gpu_name_id=name_id[gpu_rows] if count else np.zeros(0, np.int32),
+        gpu_device=np.asarray(columns.gpu_device, np.int16),
+        gpu_stream=np.zeros(count, np.int32),  # the legacy records do not say which stream
+        gpu_launch=gpu_rows if count else np.full(0, NO_ID, np.int32),
+        gpu_kind=np.full(count, KIND_OP, np.uint8))

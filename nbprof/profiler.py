@@ -1,0 +1,133 @@
+"""``nbprof.profile``: record a block of PyTorch work into an :class:`nbprof.Trace`.
+
+With a GPU: the seed's CUDA event pair per op (legacy profiler), so every op that launched GPU
+work gets a GPU interval on the CPU clock. Without one: Kineto's CPU profiler recording every
+thread. Either way ``prof.trace.meta`` says which backend ran and what it could not see.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import torch
+
+from .convert import cpu_records_to_trace, legacy_records_to_trace
+from .events import Thread, Trace
+from .record.cuda_events import LegacyCudaRecorder, legacy_cuda_available
+from .record.kineto_cpu import KinetoCpuRecorder
+from .record.threads import ThreadNames, name_threads
+
+_state_lock = threading.Lock()
+_active_profile = None  # the profile recording now, process-wide (Kineto's state is global)
+
+NOTE_CPU_ONLY_NO_GPU = "CPU only: no GPU (torch.cuda.is_available() is False)."
+NOTE_CPU_ONLY_ASKED = "CPU only: cuda=False was asked."
+NOTE_THREAD_LOCAL = ("Only the thread that started profiling (and torch's autograd worker "
+                     "threads) was recorded: torch's CUDA-event profiler is thread-local, so ops "
+                     "on other Python threads are missing.")
+NOTE_OP_INTERVALS = ("Each GPU interval spans all the GPU work of one op (a CUDA event pair "
+                     "around it), not single kernels.")
+NOTE_FALLBACK = ("This torch lacks the legacy CUDA-event profiler: GPU durations only (whole "
+                 "microseconds), each drawn at its op's CPU start; GPU start times were not "
+                 "measured.")
+
+
+def is_active() -> bool:
+    """Whether an ``nbprof.profile`` block is recording now (profiles do not nest)."""
+    return _active_profile is not None
+
+
+class profile:  # noqa: N801  (a context manager named like torch's)
+    """Record the block; afterwards ``prof.trace`` is an :class:`nbprof.Trace`.
+
+    ``cuda``: None = CUDA events when ``torch.cuda.is_available()``, else CPU only; True requires
+    a GPU; False records the CPU only. ``record_shapes`` / ``with_stack`` keep each op's input
+    shapes / Python stack (``trace.shapes`` / ``trace.stacks``, keyed by event id).
+
+    Not reentrant: a ``profile`` inside another raises RuntimeError and the outer keeps
+    recording. An exception inside the block propagates; ``prof.trace`` then holds what was
+    recorded up to it.
+    """
+
+    def __init__(self, *, cuda: bool | None = None, record_shapes: bool = False,
+                 with_stack: bool = False):
+        if cuda not in (None, True, False):
+            raise TypeError(f"cuda must be None, True or False, not {cuda!r}")
+        self.cuda = cuda
+        self.record_shapes = bool(record_shapes)
+        self.with_stack = bool(with_stack)
+        self.trace: Trace | None = None
+        self._recorder = None
+        self._meta: dict = {}
+
+    def __enter__(self) -> "profile":
+        global _active_profile
+        with _state_lock:
+            if _active_profile is not None:
+                raise RuntimeError(
+                    "nbprof.profile is not reentrant: a profile is already recording (it keeps "
+                    "recording). End it before starting another.")
+            if torch.autograd._profiler_enabled():
+                raise RuntimeError(
+                    "torch's profiler is already active (torch.profiler.profile or "
+                    "torch.autograd.profiler.profile): nbprof.profile cannot run inside it. "
+                    "Leave that block first.")
+            self._recorder, self._meta = self._choose_backend()
+            self._starting_thread = Thread(os.getpid(), threading.get_native_id(),
+                                           threading.current_thread().name)
+            self._base_time_ns = time.time_ns()
+            self._thread_names = ThreadNames()
+            self._thread_names.start()
+            try:
+                self._recorder.start()
+            except BaseException as error:
+                self._thread_names.stop()
+                if isinstance(error, RuntimeError):
+                    raise RuntimeError(
+                        f"torch's profiler could not start: {error}. Is another profiler "
+                        "(torch.profiler, on another thread) active?") from error
+                raise
+            _active_profile = self
+        return self
+
+    def _choose_backend(self):
+        has_gpu = torch.cuda.is_available()
+        if self.cuda and not has_gpu:
+            raise RuntimeError(
+                f"cuda=True, but torch {torch.__version__} sees no GPU "
+                "(torch.cuda.is_available() is False). Use cuda=None to record the CPU only.")
+        options = dict(record_shapes=self.record_shapes, with_stack=self.with_stack)
+        meta = {"torch_version": torch.__version__, "pid": os.getpid()}
+        if not (has_gpu and self.cuda is not False):
+            note = NOTE_CPU_ONLY_ASKED if has_gpu else NOTE_CPU_ONLY_NO_GPU
+            meta.update(backend="kineto-cpu", cuda=False, all_threads=True, notes=[note])
+            return KinetoCpuRecorder(**options), meta
+        if legacy_cuda_available():
+            meta.update(backend="cuda-events", cuda=True, all_threads=False,
+                        notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL])
+            return LegacyCudaRecorder(**options), meta
+        meta.update(backend="kineto-gpu-fallback", cuda=True, all_threads=True,
+                    notes=[NOTE_FALLBACK])
+        return KinetoCpuRecorder(gpu_fallback=True, **options), meta
+
+    def __exit__(self, exc_type, exc_value, traceback) -> bool:
+        global _active_profile
+        try:
+            raw = self._recorder.stop()
+        finally:
+            known_names = self._thread_names.stop()
+            with _state_lock:
+                _active_profile = None
+        if isinstance(self._recorder, LegacyCudaRecorder):
+            self.trace = legacy_records_to_trace(
+                raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
+                starting_thread=self._starting_thread, record_shapes=self.record_shapes,
+                with_stack=self.with_stack, meta=self._meta)
+        else:
+            self.trace = cpu_records_to_trace(
+                raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
+                thread_names=name_threads(set(raw.tid.tolist()), known_names),
+                first_tid=self._starting_thread.tid, meta=self._meta)
+        return False  # exceptions from the block propagate

@@ -1,0 +1,9 @@
+"""Recording backends: the only modules that import torch.
+
+Each backend turns torch on and off and hands back raw records (plain columns or torch's own record
+objects); :mod:`nbprof.convert` turns those into a :class:`nbprof.Trace`.
+
+- :mod:`.kineto_cpu`: Kineto's CPU profiling with every thread recorded (no GPU).
+- :mod:`.cuda_events`: the seed's mechanism, a CUDA event pair per op (legacy profiler,
+  ``ProfilerState.CUDA``), with the Kineto duration-only fallback where a torch lacks it.
+"""
