@@ -145,10 +145,15 @@ function sweep(S, rows, x0, x1, nsPerPx, minRealPx, emit) {
 function layoutLanes(S) {
   const visible = filter.data.lane_visible;
   const lanes = info.labels.map((_, lane) => lane).filter((lane) => visible[lane]);
-  let needed = 0;
-  for (const lane of lanes) needed += info.lane_height[lane];
+  // Lanes get one sub-row per nesting depth while they fit; else every lane is cut to the
+  // deepest `depthCap` rows that fit, down to 1 (its busy envelope): a CPU lane's deeper ops lie
+  // inside the ones shown, a GPU lane's deeper rows are drawn into its last row.
   const room = plot.inner_height > 0 ? plot.inner_height : plot.height;
-  S.collapsed = needed * ROW_PX > room;
+  const rowsWith = (cap) => lanes.reduce((sum, lane) => sum + Math.min(info.lane_height[lane], cap), 0);
+  let depthCap = Math.max(1, ...lanes.map((lane) => info.lane_height[lane]));
+  while (depthCap > 1 && rowsWith(depthCap) * ROW_PX > room) depthCap--;
+  S.depthCap = depthCap;
+  S.collapsed = depthCap === 1;
   S.rowY = new Float64Array(info.row_lane.length).fill(NaN);
   S.drawnRows = [];
   const ticks = [], labels = new Map(), bands = {left: [], right: [], bottom: [], top: []};
@@ -164,11 +169,11 @@ function layoutLanes(S) {
       if (group !== null) shade = !shade;
       group = info.groups[lane]; bandTop = y;
     }
-    const height = S.collapsed ? 1 : info.lane_height[lane];
+    const height = Math.min(info.lane_height[lane], depthCap);
     for (const r of S.laneRows[lane]) {
-      // Collapsed, a CPU lane shows its top-level ops: they enclose everything nested below.
-      if (S.collapsed && !info.lane_is_gpu[lane] && info.row_sub[r] > 0) continue;
-      S.rowY[r] = y + (S.collapsed ? 0 : info.row_sub[r]);
+      const sub = info.row_sub[r];
+      if (!info.lane_is_gpu[lane] && sub >= depthCap) continue;
+      S.rowY[r] = y + Math.min(sub, depthCap - 1);
       S.drawnRows.push(r);
     }
     ticks.push(y + height / 2);

@@ -66,7 +66,8 @@ def build_lanes(trace: Trace) -> Lanes:
         lane_of_thread[used_threads[i]] = lane
         name = thread.name or "thread"
         prefix = f"pid {thread.pid} · " if show_pid else ""
-        labels.append(f"{prefix}{name} ({thread.tid})")
+        tid = "" if str(thread.tid) in name else f" ({thread.tid})"  # Kineto names hold the tid
+        labels.append(f"{prefix}{name}{tid}")
         groups.append(" · ".join(filter(None, [rank_prefix, f"pid {thread.pid}"])))
     n_cpu_lanes = len(labels)
 

@@ -71,7 +71,7 @@ class Timeline:
         self._labels = list(lanes.labels)
         span = max(info["span_ns"], 1)
         total_rows = sum(info["lane_height"]) or 1
-        plot_height = height or min(max(200, 60 + ROW_PX * total_rows), 640)
+        plot_height = height or min(max(240, 120 + ROW_PX * total_rows), 640)
         size = {"width": width} if width else {"sizing_mode": "stretch_width"}
 
         self.selection = ColumnDataSource(_empty("event_id", "kind"), name="nbprof_selection")

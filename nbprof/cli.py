@@ -1,0 +1,104 @@
+"""The ``nbprof`` command: ``nbprof view TRACE -o PAGE.html`` and ``nbprof run SCRIPT [ARGS] -o
+PAGE.html [--trace TRACE.json.gz] [--table]``.
+
+``run`` profiles a Python script the way ``%%cudaprof`` profiles a cell: the script runs as
+``__main__`` (runpy) with ``sys.argv`` set to it and its arguments, inside ``nbprof.profile()``.
+Arguments nbprof does not know go to the script; put them after ``--`` when they clash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import runpy
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nbprof", description="A GPU profiler's timeline as a standalone HTML page.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    view = commands.add_parser("view", help="draw a trace file (nbprof export, torch.profiler / "
+                                            "Kineto JSON, .json.gz) as a timeline page")
+    view.add_argument("trace", help="the trace file")
+    view.add_argument("-o", "--output", required=True, help="the HTML page to write")
+    view.add_argument("--title", help="the page's title")
+    run = commands.add_parser("run", help="profile a Python script and write its timeline page")
+    run.add_argument("script", help="the Python script to run")
+    run.add_argument("-o", "--output", required=True, help="the HTML page to write")
+    run.add_argument("--trace", help="also write the trace (Chrome JSON, .json.gz compresses)")
+    run.add_argument("--table", action="store_true", help="print the per-op summary table")
+    run.add_argument("--title", help="the page's title")
+    return parser
+
+
+def _split_script_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Everything after ``--`` belongs to the script, untouched."""
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, []
+
+
+def _view(options) -> int:
+    from . import load, save_html
+
+    trace = load(options.trace)
+    path = save_html(trace, options.output, title=options.title or f"nbprof: {options.trace}")
+    print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
+          "intervals)")
+    return 0
+
+
+def _run(options, script_args: list[str]) -> int:
+    from . import profile, save_html
+
+    script = pathlib.Path(options.script)
+    if not script.is_file():
+        print(f"nbprof: no script {script}: give the path of a Python file to profile",
+              file=sys.stderr)
+        return 2
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(script), *script_args]
+    sys.path.insert(0, str(script.resolve().parent))  # as `python script.py` would
+    exit_code = 0
+    prof = profile()
+    try:
+        with prof:
+            runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as stop:  # the script's own exit: keep its status, still write the page
+        exit_code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    trace = prof.trace
+    path = save_html(trace, options.output, title=options.title or f"nbprof: {script.name}")
+    print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
+          "intervals)")
+    if options.trace:
+        trace.export_chrome_trace(options.trace)
+        print(f"nbprof: wrote {options.trace}")
+    if options.table:
+        print(trace.table())
+    return exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours, script_args = _split_script_args(argv)
+    parser = _parser()
+    options, unknown = parser.parse_known_args(ours)
+    if unknown and options.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    from . import TraceFormatError
+
+    try:
+        if options.command == "view":
+            return _view(options)
+        return _run(options, unknown + script_args)
+    except (TraceFormatError, FileNotFoundError, IsADirectoryError) as error:
+        print(f"nbprof: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
