@@ -52,3 +52,17 @@ def details_html(trace: Trace, event_id: int | None) -> str:
     body = "".join(f"<tr><th style='text-align:left;vertical-align:top;padding-right:8px'>{key}</th>"
                    f"<td style='text-align:left'>{value}</td></tr>" for key, value in rows)
     return f"<table class='nbprof-details'>{body}</table>"
+
+
+def gpu_details_html(trace: Trace, row: int) -> str:
+    """A GPU interval: kind, name, device and stream, interval, what the source knows, and the
+    details of the op that launched it."""
+    kernel = trace.kernel(row)
+    lines = [f"{escape(kernel.kind)} <code>{escape(kernel.name)}</code> on cuda:{kernel.device} "
+             f"stream {kernel.stream}: {_interval(*kernel.interval)}"]
+    if kernel.args:
+        lines.append(escape(", ".join(f"{key}: {value}" for key, value in kernel.args.items())))
+    if kernel.launch_id is None:
+        lines.append("<i>the trace does not say which op launched it</i>")
+        return "<br>".join(lines)
+    return "<br>".join(lines) + "<br><b>Launched by:</b>" + details_html(trace, kernel.launch_id)

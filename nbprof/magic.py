@@ -42,8 +42,9 @@ class CudaprofMagics(Magics):
         if options.help:
             print(help_text())
             return
-        if not cell.strip():
-            print("%%cudaprof: nothing to profile: the cell is empty.")
+        runner = CellRunner(self.shell, cell)  # a SyntaxError stops here, before anything runs
+        if runner.is_empty:
+            print("%%cudaprof: nothing to profile: the cell has no code.")
             return
         from . import profiler
 
@@ -51,7 +52,7 @@ class CudaprofMagics(Magics):
             raise UsageError("%%cudaprof can't nest: a profile is already active in this kernel "
                              "(an enclosing %%cudaprof cell or `with nbprof.profile()`). "
                              "Run this code without %%cudaprof, or end the other profile first.")
-        profile_cell(self.shell, cell, options)
+        profile_cell(self.shell, runner, options)
 
 
 class CellRunner:
@@ -65,6 +66,7 @@ class CellRunner:
         filename = shell.compile.cache(python)  # so tracebacks show the cell's lines
         tree = shell.transform_ast(ast.parse(python, filename=filename))
         body = tree.body
+        self.is_empty = not body  # blank, or only comments
         last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
         self._body = compile(ast.Module(body=body, type_ignores=[]), filename, "exec")
         self._last = None if last is None else compile(ast.Expression(body=last.value), filename, "eval")
@@ -77,13 +79,12 @@ class CellRunner:
         return None
 
 
-def profile_cell(shell, cell: str, options) -> None:
+def profile_cell(shell, runner: "CellRunner", options) -> None:
     """Warm up, profile ``options.repeat`` runs, then hand out the trace as the options ask; an
     exception or Ctrl-C in the cell still shows what was recorded, then propagates unchanged."""
     __tracebackhide__ = True
     from .profiler import profile
 
-    runner = CellRunner(shell, cell)  # a SyntaxError stops here, before anything runs
     for _ in range(options.warmup):
         runner.run()
     failure = None

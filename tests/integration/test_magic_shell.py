@@ -70,9 +70,10 @@ def test_help_prints_the_options_and_does_not_run_the_cell(shell):
 
 
 def test_empty_cell_says_there_was_nothing_to_profile(shell):
-    result, out = run(shell, "%%cudaprof --table\n   \n")
-    assert result.success
-    assert "nothing to profile" in out.stdout
+    for cell in ("%%cudaprof --table\n   \n", "%%cudaprof\n# just a comment\n", "%cudaprof --table"):
+        result, out = run(shell, cell)
+        assert result.success
+        assert "nothing to profile" in out.stdout
 
 
 def test_cudaprof_inside_an_active_profile_says_it_cannot_nest(shell):

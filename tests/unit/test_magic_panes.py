@@ -92,3 +92,12 @@ def test_details_escape_html_in_names():
     trace = Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=["<script>x</script>"],
                         threads=[(1, 1, "main")])
     assert "<script>" not in details_html(trace, 0)
+
+
+def test_gpu_details_name_the_launching_op():
+    from nbprof.details import gpu_details_html
+
+    trace = two_run_trace()
+    html = gpu_details_html(trace, 1)
+    assert "volta_sgemm_128x64" in html and "stream 7" in html and "Launched by:" in html
+    assert "aten::addmm" in html

@@ -1,0 +1,84 @@
+"""The widget's "Export to Chrome trace" button: writes ``<name>.json.gz`` in the notebook's folder and
+also sends the same bytes to the browser as a download (for kernels that run on another machine)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from html import escape
+
+import anywidget
+import ipywidgets
+import traitlets
+
+PERFETTO_HOW_TO = ("Open it in Perfetto: go to https://ui.perfetto.dev and drop the file on the page "
+                   "(or use &quot;Open trace file&quot;); chrome://tracing &rarr; Load also reads it.")
+
+
+def js_path(filename: str) -> pathlib.Path:
+    """A browser module from js/: shipped inside the wheel as nbprof/js, beside the package in a checkout."""
+    here = pathlib.Path(__file__).resolve().parent
+    for folder in (here / "js", here.parent / "js"):
+        if (folder / filename).is_file():
+            return folder / filename
+    raise FileNotFoundError(f"nbprof's browser module {filename} is missing (looked in {here / 'js'} "
+                            f"and {here.parent / 'js'}): reinstall nbprof")
+
+
+class BrowserDownload(anywidget.AnyWidget):
+    """An invisible helper that makes the browser download bytes sent from the kernel."""
+
+    _esm = js_path("download.js")
+    delivered = traitlets.Int(0).tag(sync=True)  # downloads the browser started (for tests)
+
+    def send_file(self, data: bytes, filename: str, mime: str = "application/gzip") -> None:
+        self.send({"type": "download", "filename": filename, "mime": mime}, buffers=[data])
+
+
+def free_path(folder: pathlib.Path, name: str) -> pathlib.Path:
+    """``folder/name.json.gz``, or ``name-2.json.gz``... so an export never overwrites an earlier one."""
+    path = folder / f"{name}.json.gz"
+    number = 2
+    while path.exists():
+        path = folder / f"{name}-{number}.json.gz"
+        number += 1
+    return path
+
+
+class ExportPanel(ipywidgets.VBox):
+    def __init__(self, trace, name: str, folder: str | os.PathLike | None = None):
+        self._trace = trace
+        self._name = name
+        self._folder = folder
+        self.button = ipywidgets.Button(description="Export to Chrome trace", icon="download",
+                                        tooltip=f"Write {name}.json.gz beside the notebook and download it")
+        self.button.add_class("nbprof-export")
+        self.status = ipywidgets.HTML()
+        self.status.add_class("nbprof-export-status")
+        self.download = BrowserDownload(layout=ipywidgets.Layout(width="0px", height="0px"))
+        self.button.on_click(lambda _button: self.export())
+        super().__init__([ipywidgets.HBox([self.button, self.download]), self.status])
+
+    def export(self) -> pathlib.Path | None:
+        """Write the file and start the browser download; problems show in the panel, never raise."""
+        from .chrome import chrome_trace_bytes
+
+        try:
+            data = chrome_trace_bytes(self._trace, gzip=True)
+        except Exception as error:  # shown to the user in the widget: a traceback would be lost there
+            self.status.value = f"<span style='color:#b00'>Export failed: {escape(str(error))}</span>"
+            return None
+        folder = pathlib.Path(self._folder) if self._folder is not None else pathlib.Path.cwd()
+        path = free_path(folder, self._name)
+        self.download.send_file(data, path.name)
+        try:
+            path.write_bytes(data)
+        except OSError as error:
+            self.status.value = (
+                f"<span style='color:#b00'>Could not write {escape(str(path))}: "
+                f"{escape(error.strerror or str(error))}.</span> Your browser was sent "
+                f"<code>{escape(path.name)}</code> as a download instead. {PERFETTO_HOW_TO}")
+            return None
+        self.status.value = (f"Wrote <code>{escape(str(path))}</code> ({len(data) / 1e6:.2f} MB) and sent "
+                             f"it to your browser as a download. {PERFETTO_HOW_TO}")
+        return path

@@ -1,0 +1,194 @@
+"""``nbprof.widget(trace)``: the timeline in an ipywidgets box with search, filters, details, the
+summary table and an Export button. What ``%%cudaprof`` displays under a cell.
+
+The panes' contents come from pure modules (search.py, details.py, analysis.py); this module only
+wires widgets to them and to the Timeline (timeline/, the only place that builds Bokeh models).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+import ipywidgets
+import numpy as np
+
+from .analysis import SORT_KEYS, format_us, key_averages, printable
+from .details import details_html, gpu_details_html
+from .events import Trace
+from .search import events_named, find_events
+
+_bokehjs_loaded = False
+
+
+def ensure_bokehjs() -> None:
+    """Load BokehJS into the page, inline (works offline), once per kernel and before the first
+    BokehModel: without it jupyter_bokeh fails with "Could not create a view for model id"."""
+    global _bokehjs_loaded
+    if _bokehjs_loaded:
+        return
+    from bokeh.io import output_notebook
+    from bokeh.resources import INLINE
+
+    output_notebook(INLINE, hide_banner=True)
+    _bokehjs_loaded = True
+
+
+def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
+           note: str | None = None, export_dir=None) -> "TraceWidget":
+    """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
+    written in ``export_dir``, by default the kernel's working directory: the notebook's folder)."""
+    if not isinstance(trace, Trace):
+        raise TypeError(f"nbprof.widget needs an nbprof.Trace, got {type(trace).__name__}: "
+                        "profile with %%cudaprof -o VAR or nbprof.profile(), or read a file with nbprof.load")
+    return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir)
+
+
+def _summary_label(row, width: int) -> str:
+    name = printable(row.name)
+    name = name if len(name) <= width else name[: width - 1] + "…"
+    return (f"{name:<{width}} {format_us(row.cpu_time_total):>11} {format_us(row.self_cpu_time_total):>11} "
+            f"{format_us(row.cuda_time_total):>11} {row.count:>8}")
+
+
+class SummaryTable(ipywidgets.VBox):
+    """Key averages as a list of rows, sortable by any key; ``on_pick(name)`` when a row is clicked."""
+
+    NAME_WIDTH = 44
+
+    def __init__(self, trace: Trace, sort_by: str, on_pick):
+        self._trace = trace
+        self._on_pick = on_pick
+        self.sort = ipywidgets.Dropdown(options=SORT_KEYS, value=sort_by, description="Sort by",
+                                        layout=ipywidgets.Layout(width="300px"))
+        header = (f"{'Name':<{self.NAME_WIDTH}} {'CPU total':>11} {'Self CPU':>11} {'CUDA total':>11} "
+                  f"{'Calls':>8}")
+        self.header = ipywidgets.HTML(f"<pre style='margin:0 0 0 4px'>{escape(header)}</pre>")
+        self.rows = ipywidgets.Select(options=[], rows=8, layout=ipywidgets.Layout(width="100%"))
+        self.rows.add_class("nbprof-summary")
+        self.sort.observe(lambda change: self._fill(change["new"]), names="value")
+        self.rows.observe(self._picked, names="value")
+        self._fill(sort_by)
+        super().__init__([self.sort, self.header, self.rows])
+
+    def _fill(self, sort_by: str) -> None:
+        rows = key_averages(self._trace, sort_by)
+        self.rows.options = [(_summary_label(row, self.NAME_WIDTH), row.name) for row in rows]
+        self.rows.value = None
+
+    def _picked(self, change) -> None:
+        if change["new"] is not None:
+            self._on_pick(change["new"])
+
+
+class TraceWidget(ipywidgets.VBox):
+    """Toolbar (search, lane filter, minimum duration), timeline, details, summary, export."""
+
+    def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None):
+        from jupyter_bokeh import BokehModel
+
+        from .export_panel import ExportPanel
+        from .timeline import Timeline
+
+        self.trace = trace
+        self.timeline = Timeline(trace)
+        ensure_bokehjs()
+        self.plot = BokehModel(self.timeline.layout)
+        self._matches = np.zeros(0, np.int64)
+        self._match_index = -1
+
+        self.search = ipywidgets.Text(placeholder="search names (regex)", continuous_update=True,
+                                      layout=ipywidgets.Layout(width="260px"))
+        self.search.add_class("nbprof-search")
+        self.match_count = ipywidgets.HTML()
+        self.match_count.add_class("nbprof-match-count")
+        self.previous = ipywidgets.Button(icon="arrow-up", tooltip="previous match",
+                                          layout=ipywidgets.Layout(width="36px"))
+        self.next = ipywidgets.Button(icon="arrow-down", tooltip="next match",
+                                      layout=ipywidgets.Layout(width="36px"))
+        lanes = list(self.timeline.lanes)
+        self.lane_filter = ipywidgets.SelectMultiple(options=lanes, value=lanes, rows=min(4, max(len(lanes), 1)),
+                                                     description="Lanes")
+        self.min_duration = ipywidgets.BoundedFloatText(value=0.0, min=0.0, max=1e12, step=1.0,
+                                                        description="Min µs",
+                                                        layout=ipywidgets.Layout(width="180px"))
+        self.details = ipywidgets.HTML(details_html(trace, None))
+        self.details.add_class("nbprof-details")
+        self.summary = SummaryTable(trace, sort_by, self.show_op)
+        self.export = ExportPanel(trace, name, export_dir)
+
+        self.search.observe(lambda change: self.run_search(change["new"]), names="value")
+        self.previous.on_click(lambda _button: self.step_match(-1))
+        self.next.on_click(lambda _button: self.step_match(+1))
+        self.lane_filter.observe(self._filter_changed, names="value")
+        self.min_duration.observe(self._filter_changed, names="value")
+        self.timeline.selection.on_change("data", self._selection_changed)
+
+        toolbar = ipywidgets.HBox([self.search, self.previous, self.next, self.match_count],
+                                  layout=ipywidgets.Layout(align_items="center"))
+        filters = ipywidgets.HBox([self.lane_filter, self.min_duration])
+        header = [ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else []
+        panes = ipywidgets.Tab([self.details, self.summary])
+        panes.set_title(0, "Details")
+        panes.set_title(1, "Summary")
+        panes.selected_index = 1
+        self.panes = panes
+        super().__init__([*header, toolbar, filters, self.plot, panes, self.export])
+        self.add_class("nbprof-widget")
+
+    # -- search -------------------------------------------------------------------------------
+
+    def run_search(self, pattern: str) -> None:
+        result = find_events(self.trace, pattern)
+        self._matches = result.event_ids
+        self._match_index = -1
+        self.timeline.highlight(result.event_ids)
+        self.match_count.value = escape(result.message)
+
+    def step_match(self, step: int) -> None:
+        if not len(self._matches):
+            return
+        self._match_index = (self._match_index + step) % len(self._matches)
+        event_id = int(self._matches[self._match_index])
+        self.timeline.select(event_id)
+        self._show_details(event_id)
+        self.match_count.value = escape(f"{self._match_index + 1} of {len(self._matches):,}")
+
+    def show_op(self, name: str) -> None:
+        """A summary row was clicked: highlight every event of that op."""
+        ids = events_named(self.trace, name)
+        self._matches, self._match_index = ids, -1
+        self.timeline.highlight(ids)
+        self.match_count.value = escape(f"{len(ids):,} events of {printable(name)}")
+
+    # -- filters and selection ----------------------------------------------------------------
+
+    def _filter_changed(self, _change) -> None:
+        lanes = list(self.lane_filter.value)
+        self.timeline.set_filter(lanes=None if len(lanes) == len(self.lane_filter.options) else lanes,
+                                 min_duration_ns=int(round((self.min_duration.value or 0.0) * 1e3)))
+
+    def _selection_changed(self, _attr, _old, new) -> None:
+        ids, kinds = list(new.get("event_id", [])), list(new.get("kind", []))
+        if ids and kinds and kinds[0] == "gpu":
+            self.details.value = gpu_details_html(self.trace, int(ids[0]))
+            self.panes.selected_index = 0
+        else:
+            self._show_details(int(ids[0]) if ids else None)
+
+    def _show_details(self, event_id: int | None) -> None:
+        self.details.value = details_html(self.trace, event_id)
+        if event_id is not None:
+            self.panes.selected_index = 0
+
+    # -- outside a widget front end -------------------------------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view, plus the summary as text and HTML for front ends without a kernel or
+        widgets (a saved notebook on GitHub, an HTML export, a terminal)."""
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        table = self.trace.table(sort_by=self.summary.sort.value)
+        note = ("nbprof timeline: the interactive widget needs a running Jupyter kernel. "
+                f"{len(self.trace):,} events, {len(self.trace.gpu_start_ns):,} GPU intervals.")
+        bundle["text/plain"] = f"{note}\n{table}"
+        bundle["text/html"] = f"<p><i>{escape(note)}</i></p><pre>{escape(table)}</pre>"
+        return bundle
