@@ -27,6 +27,8 @@ narrower ones; the rest never becomes a glyph.
 from __future__ import annotations
 
 import pathlib
+import sys
+import types
 
 from .view import Timeline
 
@@ -51,3 +53,15 @@ def save_html(trace, path, *, title: str | None = None, **kwargs) -> pathlib.Pat
         path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
     return path
+
+
+class _CallableModule(types.ModuleType):
+    # `nbprof.timeline` names both this package and the function: once anything imports the
+    # package (``from nbprof.timeline import Timeline``), Python sets the attribute nbprof.timeline
+    # to the module, hiding the function. Calling the module calls the function, so
+    # ``nbprof.timeline(trace)`` works whatever was imported first.
+    def __call__(self, trace, **kwargs):
+        return timeline(trace, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -88,7 +88,7 @@ class Timeline:
         links_view = ColumnDataSource(_empty("x0", "y0", "x1", "y1"), name="nbprof_links_view")
         bands = ColumnDataSource(_empty("left", "right", "bottom", "top"), name="nbprof_bands")
         overview_source = ColumnDataSource(_empty("left", "right", "bottom", "top", "color"),
-                                           name="nbprof_overview")
+                                           name="nbprof_overview_bars")
 
         pad = span * 0.02
         x_range = Range1d(0, span, bounds=(-pad, span + pad), min_interval=10)

@@ -1,0 +1,59 @@
+"""`nbprof view` and `nbprof run`, as a user types them."""
+
+import gzip
+import json
+import subprocess
+import sys
+
+from nbprof.cli import main
+
+SCRIPT = """
+import sys
+import torch
+x = torch.ones(8)
+for _ in range(int(sys.argv[1])):
+    x = x * 2 + 1
+print("script args:", sys.argv[1:])
+"""
+
+
+def test_view_writes_a_standalone_page(shared_traces, tmp_path, capsys):
+    page = tmp_path / "alexnet.html"
+    assert main(["view", str(shared_traces / "gpu_alexnet_kineto.json.gz"), "-o", str(page)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    html = page.read_text()
+    assert "nbprof_rendered" in html and "<script src=" not in html
+
+
+def test_view_of_a_bad_file_says_why_without_a_traceback(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X"')
+    done = subprocess.run([sys.executable, "-m", "nbprof.cli", "view", str(bad), "-o",
+                           str(tmp_path / "p.html")], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "bad.json" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "p.html").exists()
+
+
+def test_view_of_a_missing_file_fails_cleanly(tmp_path, capsys):
+    assert main(["view", str(tmp_path / "nope.json.gz"), "-o", str(tmp_path / "p.html")]) != 0
+    assert "nope.json.gz" in capsys.readouterr().err
+
+
+def test_run_profiles_a_script_with_its_arguments(tmp_path, capsys):
+    script = tmp_path / "work.py"
+    script.write_text(SCRIPT)
+    page, trace = tmp_path / "out" / "page.html", tmp_path / "out" / "trace.json.gz"
+    code = main(["run", str(script), "3", "-o", str(page), "--trace", str(trace), "--table"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "script args: ['3']" in out
+    assert "aten::mul" in out  # the summary table
+    assert page.is_file() and "nbprof_rendered" in page.read_text()
+    names = {event.get("name") for event in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]}
+    assert "aten::mul" in names
+
+
+def test_run_of_a_missing_script_says_so(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "missing.py"), "-o", str(tmp_path / "p.html")]) == 2
+    assert "missing.py" in capsys.readouterr().err

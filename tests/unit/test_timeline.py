@@ -1,0 +1,118 @@
+"""The timeline's Bokeh models, lanes and interface, built from real and hand-made traces."""
+
+import re
+
+import numpy as np
+import pytest
+
+import nbprof
+from nbprof.events import KIND_MEMCPY, Trace
+from nbprof.timeline import Timeline, save_html, timeline
+from nbprof.timeline.lanes import build_lanes
+
+
+def two_thread_trace(**meta):
+    # thread 0 nests b inside a; thread 1 one op; two kernels and a memcpy on two streams
+    return Trace.build(
+        start_ns=[0, 10, 5], end_ns=[50, 30, 60], thread=[0, 0, 1], name_id=[0, 1, 0],
+        names=["aten::linear", "aten::mm", "sgemm", "Memcpy HtoD"],
+        threads=[(1, 100, "MainThread"), (1, 101, "backward")],
+        gpu_start_ns=[40, 45, 70], gpu_end_ns=[44, 80, 90], gpu_name_id=[2, 3, 2],
+        gpu_device=[0, 0, 0], gpu_stream=[7, 9, 7], gpu_launch=[1, -1, 2],
+        gpu_kind=[1, KIND_MEMCPY, 1], meta=meta)
+
+
+def test_lanes_are_threads_then_streams():
+    assert Timeline(two_thread_trace()).lanes == [
+        "MainThread (100)", "backward (101)", "GPU 0 stream 7", "GPU 0 stream 9"]
+
+
+def test_real_kineto_trace_has_its_threads_and_streams(shared_traces):
+    trace = nbprof.load(shared_traces / "gpu_alexnet_kineto.json.gz")
+    lanes = Timeline(trace).lanes
+    streams = sorted({f"GPU {d} stream {s}" for d, s in zip(trace.gpu_device, trace.gpu_stream)})
+    assert sorted(label for label in lanes if label.startswith("GPU")) == streams
+    for thread in {trace.threads[t] for t in np.unique(trace.thread)}:
+        assert any(thread.name in label for label in lanes), (thread, lanes)
+
+
+def test_processes_are_named_when_there_are_several():
+    trace = Trace.build(start_ns=[0, 1], end_ns=[5, 6], thread=[0, 1], name_id=[0, 0],
+                        names=["op"], threads=[(1, 7, "main"), (2, 8, "main")], meta={"rank": 3})
+    view = Timeline(trace)
+    assert view.lanes == ["pid 1 · main (7)", "pid 2 · main (8)"]
+    # labels stay short: the rank (and process) name the group the lanes are banded by
+    assert build_lanes(trace).groups == ["rank 3 · pid 1", "rank 3 · pid 2"]
+
+
+def test_empty_trace_says_no_events_recorded():
+    view = Timeline(Trace.empty())
+    assert "no events recorded" in view.note.text
+    assert view.lanes == []
+
+
+def test_cpu_only_trace_says_so_and_has_no_cuda_lanes():
+    trace = Trace.build(start_ns=[0, 3], end_ns=[10, 3], thread=[0, 0], name_id=[0, 1],
+                        names=["a", "zero"], threads=[(1, 1, "main")])
+    view = Timeline(trace)
+    assert "CPU only: no GPU work recorded" in view.note.text
+    assert not any(label.startswith("GPU") for label in view.lanes)
+
+
+def test_interface_changes_the_sources_the_browser_code_reads():
+    view = Timeline(two_thread_trace())
+    seen = []
+    view.selection.on_change("data", lambda attr, old, new: seen.append(dict(new)))
+    view.select(1)
+    assert view.selection.data == {"event_id": [1], "kind": ["cpu"]} and seen
+    view.select(0, kind="gpu")
+    assert view.selection.data["kind"] == ["gpu"]
+    view.select(None)
+    assert view.selection.data["event_id"] == []
+    view.highlight([0, 2])
+    assert list(view.highlighted.data["event_id"]) == [0, 2]
+    view.set_filter(lanes=["GPU 0 stream 7"], min_duration_ns=5)
+    assert view.filter.data["lane_visible"] == [False, False, True, False]
+    assert view.filter.data["min_duration_ns"][0] == 5
+
+
+def test_interface_rejects_what_is_not_in_the_trace():
+    view = Timeline(two_thread_trace())
+    with pytest.raises(ValueError, match="not in this trace"):
+        view.highlight([99])
+    with pytest.raises(ValueError, match="unknown lanes"):
+        view.set_filter(lanes=["GPU 5 stream 1"])
+    with pytest.raises(ValueError, match="no gpu event 7"):
+        view.select(7, kind="gpu")
+    with pytest.raises(TypeError, match="nbprof.load"):
+        Timeline("trace.json")
+
+
+def test_timeline_returns_a_layout_with_overview_and_range_tool():
+    from bokeh.models import RangeTool
+
+    layout = nbprof.timeline(two_thread_trace())
+    plot = layout.select_one({"name": "nbprof_plot"})
+    overview = layout.select_one({"name": "nbprof_overview"})
+    range_tool = overview.select_one(RangeTool)
+    assert range_tool.x_range is plot.x_range
+    tools = {type(tool).__name__: tool for tool in plot.tools}
+    assert tools["WheelZoomTool"].dimensions == "width" and tools["PanTool"].dimensions == "width"
+    assert {"BoxZoomTool", "ResetTool", "TapTool", "HoverTool"} <= set(tools)
+    assert timeline(two_thread_trace()).select_one({"name": "nbprof_plot"}) is not plot
+
+
+def test_legend_lists_the_families_present():
+    from bokeh.models import Legend
+
+    plot = Timeline(two_thread_trace()).plot
+    labels = [item.label["value"] for item in plot.select_one(Legend).items]
+    assert labels == ["CPU op", "kernel", "memcpy"]
+
+
+def test_saved_page_is_standalone_and_carries_the_events(tmp_path):
+    path = save_html(two_thread_trace(), tmp_path / "sub" / "page.html", title="my run")
+    html = path.read_text()
+    assert "<title>my run</title>" in html
+    assert not re.search(r"<script[^>]+src=", html)  # BokehJS inline: opens offline
+    assert "Bokeh" in html and "nbprof_rendered" in html
