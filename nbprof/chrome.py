@@ -1,0 +1,48 @@
+"""Trace <-> Chrome trace JSON: :func:`export_chrome_trace`, :func:`chrome_trace_bytes`,
+:func:`load` (nbprof's own exports and torch.profiler / Kineto traces) and
+:class:`TraceFormatError`.
+
+The work is split: chrome_export (writing), chrome_lanes (extra lanes for overlapping slices),
+chrome_read (parsing and validating a file), chrome_load (the shared part of loading and
+nbprof's own format), chrome_kineto (torch.profiler / Kineto files), chrome_check (the checker).
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from .chrome_export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
+from .chrome_kineto import KinetoLoad
+from .chrome_load import FLOW_CATEGORIES, NbprofLoad, nbprof_block
+from .chrome_read import (TraceFormatError, paused_gc, phases_of, read_json, trace_events,
+                          x_slices)
+from .events import Trace
+
+__all__ = ["TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict", "export_chrome_trace",
+           "load"]
+
+
+def load(path) -> Trace:
+    """A Trace from a Chrome trace file (``.json`` or ``.json.gz``, gzip recognised by its
+    bytes): nbprof's own exports and torch.profiler / Kineto traces. Raises
+    :class:`TraceFormatError` (naming the file, and the first bad event) for what it cannot
+    read."""
+    with paused_gc():
+        return _load(pathlib.Path(path))
+
+
+def _load(path: pathlib.Path) -> Trace:
+    data = read_json(path)
+    events = trace_events(data, path)
+    block = nbprof_block(data)
+    if not events and block is None:
+        raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")
+    phases = phases_of(events, path)
+    slices = x_slices(events, phases, path)
+    others = [(phase, event) for phase, event in zip(phases, events) if phase != "X"]
+    metadata = [event for phase, event in others if phase == "M"]
+    flows = [event for phase, event in others if phase in ("s", "f")
+             and str(event.get("cat", "")).lower() in FLOW_CATEGORIES]
+    skipped = len(others) - len(metadata) - len(flows)
+    loader = NbprofLoad(block, slices) if block else KinetoLoad(data, slices, metadata)
+    return loader.trace(flows, skipped=skipped)

@@ -1,0 +1,204 @@
+"""The torch.profiler / Kineto half of the loader (see chrome_load for what becomes what)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .chrome_load import GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load
+from .events import KIND_OTHER, NO_ID, Trace
+
+
+class KinetoLoad(Load):
+    def __init__(self, data, slices, metadata):
+        super().__init__(slices)
+        self.data = data if isinstance(data, dict) else {}
+        self.process_names, self.process_labels, self.thread_names = {}, {}, {}
+        self.process_sort, self.thread_sort = {}, {}
+        for event in metadata:
+            args, pid = event.get("args") or {}, event.get("pid")
+            kind = event.get("name")
+            if kind == "process_name":
+                self.process_names[pid] = str(args.get("name", ""))
+            elif kind == "process_labels":
+                self.process_labels[pid] = str(args.get("labels", ""))
+            elif kind == "process_sort_index":
+                self.process_sort[pid] = args.get("sort_index")
+            elif kind == "thread_name":  # the last name given wins (Kineto renames threads)
+                self.thread_names[(pid, event.get("tid"))] = str(args.get("name", ""))
+            elif kind == "thread_sort_index":
+                self.thread_sort[(pid, event.get("tid"))] = args.get("sort_index")
+        self.pid_ids = _int_ids(list(dict.fromkeys(slices.pid)))
+
+    def gpu_rows_mask(self, cat_codes, cat_table):
+        gpu_cat = np.array([str(c).lower() in GPU_CATEGORY_KIND for c in cat_table] or [False])
+        gpu_pids = {pid for pid, labels in self.process_labels.items() if "GPU" in labels}
+        on_gpu_pid = np.fromiter((pid in gpu_pids for pid in self.slices.pid), bool,
+                                 len(cat_codes)) if gpu_pids else np.zeros(len(cat_codes), bool)
+        return gpu_cat[cat_codes] | on_gpu_pid
+
+    def origin_us(self):
+        return math.floor(float(self.slices.ts.min())) if len(self.slices.ts) else 0.0
+
+    def thread_table(self, keys):
+        distinct = list(dict.fromkeys(keys))
+
+        def order(key):  # numeric pids first, then by the file's sort indices
+            pid, tid = key
+            return (not isinstance(pid, int), _sortable(self.process_sort.get(pid, pid)),
+                    _sortable(self.thread_sort.get(key, tid)))
+
+        distinct.sort(key=order)
+        tid_ids = _int_ids([tid for _pid, tid in distinct])
+        lanes = {key: index for index, key in enumerate(distinct)}
+        threads = [(self.pid_ids[pid], tid_ids[tid],
+                    self.thread_names.get((pid, tid)) or f"thread {tid}") for pid, tid in distinct]
+        return np.array([lanes[key] for key in keys], np.int32), threads
+
+    def launches(self, cpu_rows, gpu_rows, flows):
+        """Per GPU row, the CPU row (index into cpu_rows) of the runtime call that launched it."""
+        s = self.slices
+        cpu_args = [s.args[row] for row in cpu_rows.tolist()]
+        gpu_args = [s.args[row] for row in gpu_rows.tolist()]
+        launch = np.full(len(gpu_rows), NO_ID, np.int32)
+        by_correlation = {}
+        for row in np.flatnonzero(self._runtime_mask(cpu_rows)).tolist():
+            args = cpu_args[row]
+            if isinstance(args, dict) and "correlation" in args:
+                by_correlation[args["correlation"]] = row
+        for row, args in enumerate(gpu_args):
+            if isinstance(args, dict):
+                launch[row] = by_correlation.get(args.get("correlation"), NO_ID)
+        if (launch == NO_ID).any():
+            self._link_by_external_id(launch, cpu_rows, cpu_args, gpu_args)
+        if (launch == NO_ID).any() and flows:
+            self._link_by_flows(launch, cpu_rows, gpu_rows, flows)
+        unlinked = int((launch == NO_ID).sum())
+        if unlinked:
+            self.notes.append(f"{unlinked} GPU intervals have no launching event in the file")
+        return launch
+
+    def _link_by_flows(self, launch, cpu_rows, gpu_rows, flows):
+        # For files whose slices lack correlation ids. A flow's s sits at its runtime slice's
+        # ts on the same thread, its f at the GPU slice's ts on the same stream: both ends are
+        # matched on (pid, tid, ts) exactly. A flow with one end missing links nothing.
+        s = self.slices
+        ts = s.ts.tolist()
+        # Keyed by where a flow's f lands; a kernel and an annotation starting together on one
+        # stream share a key: the kernel (listed last) wins, as the flow is the kernel's.
+        kinds = self.gpu_kinds(gpu_rows).tolist()
+        landing = {(s.pid[row], s.tid[row], ts[row]): index
+                   for _kind, index, row in sorted(
+                       zip((kind != KIND_OTHER for kind in kinds), range(len(gpu_rows)),
+                           gpu_rows.tolist()))}
+        unlinked = {key: index for key, index in landing.items() if launch[index] == NO_ID}
+        gpu_row_of_flow = {}
+        for end in flows:
+            if end.get("ph") == "f":
+                gpu_row = unlinked.get((end.get("pid"), end.get("tid"), _float(end.get("ts"))))
+                if gpu_row is not None:
+                    gpu_row_of_flow[end.get("id")] = gpu_row
+        wanted = {(start.get("pid"), start.get("tid"), _float(start.get("ts"))):
+                  gpu_row_of_flow[start.get("id")]
+                  for start in flows
+                  if start.get("ph") == "s" and start.get("id") in gpu_row_of_flow}
+        if not wanted:
+            return
+        for index, row in enumerate(cpu_rows.tolist()):
+            gpu_row = wanted.get((s.pid[row], s.tid[row], ts[row]))
+            if gpu_row is not None and launch[gpu_row] == NO_ID:
+                launch[gpu_row] = index
+
+    def _link_by_external_id(self, launch, cpu_rows, cpu_args, gpu_args):
+        # A GPU annotation (and a kernel whose runtime call is missing) shares its External id
+        # with the CPU op or annotation it belongs to; runtime calls share it too: skip them.
+        unlinked = np.flatnonzero(launch == NO_ID).tolist()
+        wanted = {gpu_args[row].get("External id") for row in unlinked
+                  if isinstance(gpu_args[row], dict)}
+        wanted.discard(None)
+        if not wanted:
+            return
+        runtime = self._runtime_mask(cpu_rows)
+        by_external = {}
+        for row in np.flatnonzero(~runtime).tolist():
+            args = cpu_args[row]
+            if args and args.get("External id") in wanted:
+                by_external.setdefault(args["External id"], row)
+        for row in unlinked:
+            args = gpu_args[row]
+            if isinstance(args, dict):
+                launch[row] = by_external.get(args.get("External id"), NO_ID)
+
+    def _runtime_mask(self, cpu_rows) -> np.ndarray:
+        """Which CPU rows are runtime/driver calls (cudaLaunchKernel, cuLaunchKernel, ...)."""
+        runtime_cat = np.array([str(c).lower() in RUNTIME_CATEGORIES for c in self.cat_table]
+                               or [False])
+        return runtime_cat[self.cat_codes[cpu_rows]]
+
+    def finish(self, trace: Trace) -> Trace:
+        """Move each launch from the runtime call up to the op around it (see chrome_load)."""
+        runtime = np.array([str(c).lower() in RUNTIME_CATEGORIES for c in trace.categories]
+                           or [False])
+        launched = np.flatnonzero(trace.gpu_launch >= 0)
+        current = trace.gpu_launch[launched].astype(np.int64)
+        while len(current):
+            up = trace.parent[current]
+            climb = runtime[trace.category[current]] & (up >= 0)
+            if not climb.any():
+                break
+            current[climb] = up[climb]
+        trace.gpu_launch[launched] = current
+        return trace
+
+    def meta(self, base_ns):
+        data = self.data
+        base_ns += int(data.get("baseTimeNanoseconds") or 0)
+        meta = {"backend": "kineto", "base_time_ns": base_ns}
+        distributed = data.get("distributedInfo")
+        if isinstance(distributed, dict):
+            for key in ("rank", "world_size"):
+                if key in distributed:
+                    meta[key] = distributed[key]
+        devices = data.get("deviceProperties")
+        if isinstance(devices, list) and devices:
+            meta["device_names"] = {int(d["id"]): str(d.get("name", "")) for d in devices
+                                    if isinstance(d, dict) and "id" in d}
+        meta["process_names"] = {str(self.pid_ids[pid]): name
+                                 for pid, name in self.process_names.items()
+                                 if pid in self.pid_ids}
+        # Whatever else the file's top level says (deviceProperties, distributedInfo, INFO, ...).
+        meta["file_metadata"] = {key: value for key, value in data.items()
+                                 if key != "traceEvents"}
+        meta["notes"] = self.notes
+        return meta
+
+
+def _float(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _sortable(value):
+    return value if isinstance(value, (int, float)) else float("inf")
+
+
+def _int_ids(values: list) -> dict:
+    """An int for each pid or tid: ints (and numeric strings) as they are; other strings (Kineto's
+    "Spans", "PyTorch Profiler") get ids past the largest int."""
+    numeric = {}
+    for value in values:
+        if isinstance(value, int):
+            numeric[value] = value
+        elif isinstance(value, float) and value.is_integer():
+            numeric[value] = int(value)
+        elif isinstance(value, str) and value.lstrip("-").isdigit():
+            numeric[value] = int(value)
+    next_id = max(numeric.values(), default=0) + 1
+    for value in values:
+        if value not in numeric:
+            numeric[value] = next_id
+            next_id += 1
+    return numeric
