@@ -42,10 +42,16 @@ if (a >= 1e3) return (value / 1e3).toFixed(3) + " µs";
 return value.toFixed(0) + " ns";
 """
 _TICK_NS = """
+// The unit follows the tick spacing, moved up while the numbers would get long (30.54245 s,
+// not 30542450 µs); every tick of a view gets the same unit.
 const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : (Math.abs(tick) || 1);
-const units = [[1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
-const [scale, unit] = units.find(([s]) => step >= s) || units[3];
-const digits = Math.min(6, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
+const biggest = Math.max(...ticks.map(Math.abs));
+const units = [[1, "ns"], [1e3, "µs"], [1e6, "ms"], [1e9, "s"]];
+let u = 0;
+while (u < 3 && step >= units[u + 1][0]) u++;
+while (u < 3 && biggest / units[u][0] >= 1e4) u++;
+const [scale, unit] = units[u];
+const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
 return (tick / scale).toFixed(digits) + " " + unit;
 """
 _TOOLTIPS = [("name", "@name"), ("lane", "@lane"), ("start", "@start{custom}"),

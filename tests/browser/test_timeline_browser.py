@@ -1,0 +1,174 @@
+"""The timeline page in Debian's Chromium: drawn, lanes, hover, wheel zoom, level of detail, links.
+
+Models are read through ``Bokeh.documents`` / ``Bokeh.index`` (Bokeh draws text on a canvas).
+"""
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import nbprof
+from nbprof.events import Trace
+from nbprof.timeline import Timeline, save_html
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+READY = ("() => window.Bokeh && Bokeh.documents.length && "
+         "Bokeh.documents[0].get_model_by_name('nbprof_plot').tags.includes('nbprof-ready')")
+# Page helpers: the models by name, and a data point's position on the screen.
+HELPERS = """
+window.nb = (name) => Bokeh.documents[0].get_model_by_name(name);
+window.nbScreen = (x, y) => {
+  const view = Bokeh.index.find_one(nb('nbprof_plot'));
+  const rect = view.el.getBoundingClientRect();
+  return [rect.left + view.frame.x_scale.compute(x), rect.top + view.frame.y_scale.compute(y)];
+};
+window.nbSetX = (start, end) => nb('nbprof_plot').x_range.setv({start, end});
+true;  // (an expression that ends in a function would be called by Playwright)
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def open_page(browser, path):
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(path.as_uri())
+    page.wait_for_function(READY, timeout=30_000)
+    page.evaluate(HELPERS)
+    assert not errors, errors
+    return page
+
+
+@pytest.fixture(scope="module")
+def alexnet(shared_traces, tmp_path_factory):
+    trace = nbprof.load(shared_traces / "gpu_alexnet_kineto.json.gz")
+    path = save_html(trace, tmp_path_factory.mktemp("pages") / "alexnet.html")
+    return trace, path
+
+
+def rendered(page):
+    return page.evaluate("() => { const d = nb('nbprof_rendered').data; return {id: [...d.id], "
+                         "gpu: [...d.gpu], count: [...d.count], name: [...d.name], "
+                         "left: [...d.left], right: [...d.right], top: [...d.top]}; }")
+
+
+def test_alexnet_page_is_drawn_with_its_threads_and_streams(browser, alexnet, artifacts):
+    trace, path = alexnet
+    page = open_page(browser, path)
+    labels = page.evaluate("() => [...nb('nbprof_plot').left[0].major_label_overrides.values()]")
+    assert labels == Timeline(trace).lanes
+    for device, stream in set(zip(trace.gpu_device.tolist(), trace.gpu_stream.tolist())):
+        assert f"GPU {device} stream {stream}" in labels
+    for thread in {trace.threads[t] for t in np.unique(trace.thread)}:
+        assert any(thread.name in label for label in labels)
+    shot = artifacts / "timeline_alexnet.png"
+    page.screenshot(path=shot)
+    box = page.evaluate("() => { const r = Bokeh.index.find_one(nb('nbprof_plot')).el"
+                        ".getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }")
+    pixels = np.asarray(Image.open(shot).convert("RGB").crop(tuple(int(v) for v in box)))
+    coloured = (np.ptp(pixels.astype(int), axis=2) > 60).mean()  # saturated pixels: bars, not text
+    assert coloured > 0.05, f"the plot looks blank ({coloured:.1%} coloured pixels)"
+    page.close()
+
+
+def test_hovering_a_kernel_shows_its_name(browser, alexnet, artifacts):
+    trace, path = alexnet
+    page = open_page(browser, path)
+    kernel = int(np.flatnonzero(trace.gpu_kind == 1)[0])
+    name = trace.names[trace.gpu_name_id[kernel]]
+    start, end = int(trace.gpu_start_ns[kernel]), int(trace.gpu_end_ns[kernel])
+    origin = min(trace.start_ns.min(), trace.gpu_start_ns.min())
+    page.evaluate(f"nbSetX({start - origin - (end - start)}, {end - origin + (end - start)})")
+    bars = rendered(page)
+    k = next(i for i in range(len(bars["id"])) if bars["gpu"][i] and bars["id"][i] == kernel)
+    x, y = page.evaluate(f"nbScreen({(bars['left'][k] + bars['right'][k]) / 2}, {bars['top'][k] - 0.4})")
+    page.mouse.move(x - 5, y)
+    page.mouse.move(x, y)
+    page.wait_for_timeout(300)
+    page.screenshot(path=artifacts / "timeline_hover_kernel.png")
+    tooltip = page.get_by_text(name, exact=True)
+    tooltip.first.wait_for(state="visible", timeout=5000)
+    page.close()
+
+
+def test_clicking_an_op_draws_links_to_its_kernels(browser, alexnet, artifacts):
+    trace, path = alexnet
+    page = open_page(browser, path)
+    launches = trace.gpu_launch[trace.gpu_launch >= 0]
+    op = int(launches[0])
+    kernels = int((trace.gpu_launch == op).sum())
+    origin = min(trace.start_ns.min(), trace.gpu_start_ns.min())
+    rows = trace.gpu_launch == op
+    lo = min(trace.start_ns[op], trace.gpu_start_ns[rows].min()) - origin
+    hi = max(trace.end_ns[op], trace.gpu_end_ns[rows].max()) - origin
+    page.evaluate(f"nbSetX({lo - (hi - lo) * 0.1}, {hi + (hi - lo) * 0.1})")
+    bars = rendered(page)
+    k = next(i for i in range(len(bars["id"])) if not bars["gpu"][i] and bars["id"][i] == op)
+    x, y = page.evaluate(f"nbScreen({(bars['left'][k] + bars['right'][k]) / 2}, {bars['top'][k] - 0.4})")
+    page.mouse.click(x, y)
+    page.wait_for_function("() => nb('nbprof_selection').data.event_id.length > 0", timeout=5000)
+    assert page.evaluate("() => [...nb('nbprof_selection').data.event_id]") == [op]
+    links = page.evaluate("() => nb('nbprof_links_focus').data.x0.length")
+    assert links >= kernels >= 1
+    page.mouse.move(5, 5)  # away, so only the selection's links stay
+    page.screenshot(path=artifacts / "timeline_click_links.png")
+    page.close()
+
+
+def busy_trace(n=60_000, seed=0):
+    """Four threads of back-to-back 1-20 µs ops (and a GPU stream): far more than a view can draw."""
+    rng = np.random.default_rng(seed)
+    durations = rng.integers(1_000, 20_000, n)
+    thread = np.arange(n) % 4
+    start = np.zeros(n, np.int64)
+    for t in range(4):  # each thread's ops one after another, a small gap between
+        mine = thread == t
+        start[mine] = np.cumsum(durations[mine] + 200) - durations[mine]
+    return Trace.build(start_ns=start, end_ns=start + durations, thread=thread,
+                       name_id=rng.integers(0, 30, n), names=[f"op{i}" for i in range(30)],
+                       threads=[(1, 100 + t, f"worker{t}") for t in range(4)],
+                       gpu_start_ns=start[::10] + 500, gpu_end_ns=start[::10] + 1500,
+                       gpu_name_id=np.zeros(n // 10), gpu_device=np.zeros(n // 10),
+                       gpu_stream=np.full(n // 10, 7), gpu_launch=np.arange(0, n, 10),
+                       gpu_kind=np.ones(n // 10))
+
+
+def test_wheel_zoom_swaps_in_every_event_in_view(browser, tmp_path, artifacts):
+    trace = busy_trace()
+    page = open_page(browser, save_html(trace, tmp_path / "busy.html"))
+    whole = rendered(page)
+    assert len(whole["id"]) < len(trace) / 4  # zoomed out: busy blocks, not 60k glyphs
+    assert max(whole["count"]) > 50
+    x_before = page.evaluate("() => [nb('nbprof_plot').x_range.start, nb('nbprof_plot').x_range.end]")
+    x, y = page.evaluate(f"nbScreen({(x_before[0] + x_before[1]) / 2}, 0.5)")
+    page.mouse.move(x, y)
+    for _ in range(6):
+        page.mouse.wheel(0, -400)
+        page.wait_for_timeout(50)
+    page.wait_for_timeout(300)
+    x_after = page.evaluate("() => [nb('nbprof_plot').x_range.start, nb('nbprof_plot').x_range.end]")
+    assert x_after[1] - x_after[0] < (x_before[1] - x_before[0]) / 2
+    # Zoomed in to a window a few hundred µs wide: every event in it is drawn as itself.
+    middle = trace.duration_ns // 2
+    window = (middle, middle + 400_000)
+    page.evaluate(f"nbSetX({window[0]}, {window[1]})")
+    bars = rendered(page)
+    page.screenshot(path=artifacts / "timeline_zoomed_in.png")
+    in_view = np.flatnonzero((trace.start_ns <= window[1]) & (trace.end_ns >= window[0]))
+    gpu_in_view = np.flatnonzero((trace.gpu_start_ns <= window[1]) & (trace.gpu_end_ns >= window[0]))
+    assert len(in_view) > 50 and set(bars["count"]) == {1}
+    drawn_cpu = sorted(i for i, gpu in zip(bars["id"], bars["gpu"]) if not gpu)
+    drawn_gpu = sorted(i for i, gpu in zip(bars["id"], bars["gpu"]) if gpu)
+    assert drawn_cpu == in_view.tolist() and drawn_gpu == gpu_in_view.tolist()
+    page.close()
