@@ -53,7 +53,8 @@ class KinetoLoad(Load):
         tid_ids = _int_ids([tid for _pid, tid in distinct])
         lanes = {key: index for index, key in enumerate(distinct)}
         threads = [(self.pid_ids[pid], tid_ids[tid],
-                    self.thread_names.get((pid, tid)) or f"thread {tid}") for pid, tid in distinct]
+                    self.thread_names.get((pid, tid)) or _default_name(tid))
+                   for pid, tid in distinct]
         return np.array([lanes[key] for key in keys], np.int32), threads
 
     def launches(self, cpu_rows, gpu_rows, flows):
@@ -172,6 +173,11 @@ class KinetoLoad(Load):
                                  if key != "traceEvents"}
         meta["notes"] = self.notes
         return meta
+
+
+def _default_name(tid) -> str:
+    # Kineto's own lanes have string tids ("PyTorch Profiler"): that string is their name.
+    return tid if isinstance(tid, str) else f"thread {tid}"
 
 
 def _float(value):

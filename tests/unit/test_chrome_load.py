@@ -1,0 +1,209 @@
+"""nbprof.load on the real torch.profiler / Kineto traces in ../shared/traces, and on small
+hand-written files for the quirks and the old flow format."""
+
+import collections
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+import nbprof
+from nbprof.chrome import chrome_trace_bytes, export_chrome_trace
+from nbprof.chrome_check import check_chrome_trace
+
+REAL_TRACES = ["cpu_only_rank34.json.gz", "gpu_alexnet_kineto.json.gz",
+               "gpu_sampled_rank0.json.gz", "gpu_sampled_rank1.json.gz",
+               "gpu_training_step_68k.json.gz", "gpu_triton_kernel.json.gz",
+               "rocm_mi250_train.json.gz"]
+GPU_KIND = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset",
+            "cuda_sync": "sync", "gpu_user_annotation": "other"}
+
+
+def raw_slices(path):
+    """What the file holds, counted straight from its JSON: CPU slices per category and GPU
+    slices per kind (GPU = on a process labelled "GPU n")."""
+    events = json.load(gzip.open(path))["traceEvents"]
+    gpu_pids = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_labels"
+                and "GPU" in e["args"]["labels"]}
+    cpu, gpu = collections.Counter(), collections.Counter()
+    for e in events:
+        if e["ph"] == "X":
+            if e["pid"] in gpu_pids:
+                gpu[GPU_KIND[e["cat"]]] += 1
+            else:
+                cpu[e["cat"]] += 1
+    return cpu, gpu
+
+
+def category_counts(trace):
+    return collections.Counter(trace.categories[c] for c in trace.category)
+
+
+def kind_counts(trace):
+    return collections.Counter(kernel.kind for kernel in trace.kernels)
+
+
+@pytest.fixture(scope="module")
+def loaded(shared_traces):
+    return {name: nbprof.load(shared_traces / name) for name in REAL_TRACES}
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_every_slice_of_a_real_trace_is_kept(shared_traces, loaded, name):
+    trace = loaded[name]
+    cpu, gpu = raw_slices(shared_traces / name)
+    assert category_counts(trace) == cpu
+    assert kind_counts(trace) == gpu
+    assert trace.meta["backend"] == "kineto"
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_real_trace_exports_validly_and_loads_back_the_same(tmp_path, loaded, name):
+    trace = loaded[name]
+    path = export_chrome_trace(trace, tmp_path / "again.json.gz")
+    assert check_chrome_trace(path) == []
+    again = nbprof.load(path)
+    assert len(again) == len(trace) and len(again.kernels) == len(trace.kernels)
+    for column in ("start_ns", "end_ns", "thread", "depth", "parent", "gpu_start_ns",
+                   "gpu_end_ns", "gpu_device", "gpu_stream", "gpu_launch", "gpu_kind"):
+        assert np.array_equal(getattr(again, column), getattr(trace, column)), column
+    assert [again.names[i] for i in again.name_id] == [trace.names[i] for i in trace.name_id]
+    assert again.threads == trace.threads and again.meta == trace.meta
+
+
+def test_kernels_belong_to_the_aten_op_around_their_runtime_call(loaded):
+    trace = loaded["gpu_training_step_68k.json.gz"]
+    kernels = [k for k in trace.kernels if k.kind == "kernel"]
+    assert len(kernels) == 4350 and all(k.launch_id is not None for k in kernels)
+    runtime_by_correlation = {args["correlation"]: row for row, args in trace.event_args.items()
+                              if "correlation" in args}
+    for kernel in kernels[::97]:
+        op = trace.events[kernel.launch_id]
+        runtime = trace.events[runtime_by_correlation[kernel.args["correlation"]]]
+        assert runtime.category == "cuda_runtime" and op.category != "cuda_runtime"
+        assert runtime.parent == op.id  # the innermost op that holds the launch
+        assert kernel in op.kernels and not runtime.kernels
+    # torch's summary does the same: CUDA time on aten ops, none on cudaLaunchKernel
+    rows = {row.name: row for row in trace.key_averages()}
+    assert rows["aten::convolution_backward"].cuda_time_total > 100_000  # µs
+    assert rows["cudaLaunchKernel"].cuda_time_total == 0
+
+
+def test_gpu_args_threads_rank_and_device_names_are_kept(loaded):
+    trace = loaded["gpu_training_step_68k.json.gz"]
+    kernel = next(k for k in trace.kernels if k.kind == "kernel")
+    assert {"device", "stream", "correlation", "grid", "block"} <= set(kernel.args)
+    assert (kernel.device, kernel.stream) == (kernel.args["device"], kernel.args["stream"])
+    names = {(t.pid, t.tid): t.name for t in trace.threads}
+    assert names[(1102, 1102)] == "thread 1102 (pt_main_thread)"
+    assert names[(1102, 1262)] == "thread 1262 (pt_autograd_0)"  # renamed later in the file
+    assert "PyTorch Profiler" in names.values()  # Kineto's span on the string pid "Spans"
+    assert trace.meta["device_names"][0] == "Tesla V100-SXM2-32GB"
+    assert trace.meta["rank"] == 0
+    assert loaded["gpu_sampled_rank1.json.gz"].meta["rank"] == 1
+    assert loaded["cpu_only_rank34.json.gz"].meta["rank"] == 34
+
+
+def test_syncs_memsets_and_driver_launches(loaded):
+    alexnet = loaded["gpu_alexnet_kineto.json.gz"]
+    syncs = [k for k in alexnet.kernels if k.kind == "sync"]
+    assert len(syncs) == 41
+    context_sync = next(k for k in syncs if k.name == "Context Sync")
+    assert context_sync.stream == -1 and context_sync.args["stream"] == 4294967295
+    triton = loaded["gpu_triton_kernel.json.gz"]
+    (kernel,) = triton.kernels
+    assert triton.events[kernel.launch_id].name == "triton_poi_fused_add_cos_sin_0"
+    assert "cuda_driver" in triton.categories
+
+
+def test_times_are_ns_from_the_first_slice_with_the_wall_clock_origin_in_meta(loaded,
+                                                                             shared_traces):
+    trace = loaded["gpu_alexnet_kineto.json.gz"]  # integer µs since the epoch
+    events = json.load(gzip.open(shared_traces / "gpu_alexnet_kineto.json.gz"))["traceEvents"]
+    first_ts = min(e["ts"] for e in events if e["ph"] == "X")
+    assert trace.meta["base_time_ns"] == first_ts * 1000
+    first = min(int(trace.start_ns.min()), int(trace.gpu_start_ns.min()))
+    assert first == 0
+    cpu_only = loaded["cpu_only_rank34.json.gz"]  # relative µs plus baseTimeNanoseconds
+    assert cpu_only.meta["base_time_ns"] > 1_700_000_000 * 10**9
+
+
+def kineto_file(tmp_path, events, name="t.json", **top):
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": events, **top}))
+    return path
+
+
+def cpu(name, ts, dur, cat="cpu_op", tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 10, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def test_old_flow_format_links_kernels_without_correlation_ids(tmp_path):
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        cpu("aten::mm", 100, 50), cpu("cudaLaunchKernel", 110, 10, cat="cuda_runtime"),
+        {"ph": "X", "cat": "Kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 130, "dur": 40},
+        {"ph": "s", "cat": "async_cpu_to_gpu", "id": 5, "pid": 10, "tid": 1, "ts": 110},
+        {"ph": "f", "cat": "async_cpu_to_gpu", "id": 5, "pid": 0, "tid": 7, "ts": 130, "bp": "e"},
+        # a flow whose kernel end is missing, and an instant event: neither is fatal
+        {"ph": "s", "cat": "ac2g", "id": 6, "pid": 10, "tid": 1, "ts": 112},
+        {"ph": "i", "name": "mark", "pid": 10, "tid": 1, "ts": 111, "s": "t"},
+    ]
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    (kernel,) = trace.kernels
+    assert (kernel.kind, kernel.device, kernel.stream) == ("kernel", 0, 7)
+    assert trace.events[kernel.launch_id].name == "aten::mm"
+    assert kernel.interval == nbprof.Interval(30_000, 70_000)
+    assert any("skipped" in note for note in trace.meta["notes"])
+
+
+def test_overlapping_slices_on_one_thread_load_and_export_validly(tmp_path):
+    events = [cpu("a", 0, 100), cpu("b", 50, 100), cpu("c", 60, 10),
+              {"ph": "X", "cat": "cpu_op", "name": "span", "pid": "Spans", "tid": "Profiler",
+               "ts": 0.5, "dur": 200.25}]
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    assert len(trace) == 4
+    assert check_chrome_trace(json.loads(chrome_trace_bytes(trace))) == []
+    span = next(e for e in trace.events if e.name == "span")
+    assert span.cpu_interval.elapsed_ns() == 200_250 and span.thread.name == "Profiler"
+
+
+BAD_EVENTS = [
+    ([cpu("ok", 0, 1), {"ph": "X", "name": "no_dur", "pid": 1, "tid": 1, "ts": 3}],
+     r"event 1 \(X 'no_dur'\) has no 'dur'"),
+    ([{"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {}},
+      {"ph": "X", "name": "no_ts", "pid": 1, "tid": 1, "dur": 3}], r"event 1 .* has no 'ts'"),
+    ([cpu("ok", 0, 1), cpu("ok", 2, 1), cpu("back", 5, -2)], r"event 2 .* negative duration"),
+    ([cpu("nan", "soon", 1)], r"event 0 .* ts that is not a finite number: 'soon'"),
+    ([cpu("ok", 0, 1), ["not", "an", "object"]], r"event 1 is not a JSON object"),
+]
+
+
+@pytest.mark.parametrize("events, message", BAD_EVENTS)
+def test_bad_events_name_the_file_and_the_first_bad_event(tmp_path, events, message):
+    path = kineto_file(tmp_path, events)
+    with pytest.raises(nbprof.TraceFormatError, match=message) as error:
+        nbprof.load(path)
+    assert str(path) in str(error.value) and "fix or remove" in str(error.value)
+
+
+def test_unreadable_files_raise_trace_format_error(tmp_path, shared_traces):
+    cases = {
+        "missing.json": (None, "no such file"),
+        "garbage.json": (b"{not json", "not valid JSON"),
+        "no_events.json": (b'{"schemaVersion": 1}', "no 'traceEvents' list"),
+        "empty.json": (b'{"traceEvents": []}', "'traceEvents' is empty"),
+        "truncated.json.gz": (
+            (shared_traces / "gpu_alexnet_kineto.json.gz").read_bytes()[:5000],
+            "gzip data is truncated or corrupt"),
+    }
+    for name, (content, message) in cases.items():
+        path = tmp_path / name
+        if content is not None:
+            path.write_bytes(content)
+        with pytest.raises(nbprof.TraceFormatError, match=message) as error:
+            nbprof.load(path)
+        assert str(path) in str(error.value)
+        assert isinstance(error.value, ValueError)
