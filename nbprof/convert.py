@@ -135,6 +135,7 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
         return ref_offset_ns + round(clock_ref.cpu_elapsed_us(record) * 1000)
 
     pops, anchors, pushes = {}, {}, []
+    starting_id = records[0].thread_id()
     for record in records:
         kind = record.kind()
         if kind == "pop":
@@ -144,8 +145,9 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
                 anchors.setdefault(record.device(), record)
             else:
                 pushes.append(record)
+        elif kind == "mark" and record.name() == "__start_profile":
+            starting_id = record.thread_id()  # marked on the thread that enabled profiling
     anchor_cpu_ns = {device: cpu_ns(anchor) for device, anchor in anchors.items()}
-    starting_id = next(iter(anchors.values())).thread_id() if anchors else records[0].thread_id()
 
     columns = _LegacyColumns()
     unmatched = no_event = no_anchor = 0

@@ -27,6 +27,9 @@ NOTE_CPU_ONLY_ASKED = "CPU only: cuda=False was asked."
 NOTE_THREAD_LOCAL = ("Only the thread that started profiling (and torch's autograd worker "
                      "threads) was recorded: torch's CUDA-event profiler is thread-local, so ops "
                      "on other Python threads are missing.")
+NOTE_NO_ALL_THREADS = ("Only the thread that started profiling was recorded: this torch cannot "
+                       "profile all threads (no profile_all_threads), so ops on other threads "
+                       "are missing.")
 NOTE_OP_INTERVALS = ("Each GPU interval spans all the GPU work of one op (a CUDA event pair "
                      "around it), not single kernels.")
 NOTE_FALLBACK = ("This torch lacks the legacy CUDA-event profiler: GPU durations only (whole "
@@ -100,17 +103,21 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 "(torch.cuda.is_available() is False). Use cuda=None to record the CPU only.")
         options = dict(record_shapes=self.record_shapes, with_stack=self.with_stack)
         meta = {"torch_version": torch.__version__, "pid": os.getpid()}
-        if not (has_gpu and self.cuda is not False):
-            note = NOTE_CPU_ONLY_ASKED if has_gpu else NOTE_CPU_ONLY_NO_GPU
-            meta.update(backend="kineto-cpu", cuda=False, all_threads=True, notes=[note])
-            return KinetoCpuRecorder(**options), meta
-        if legacy_cuda_available():
+        if has_gpu and self.cuda is not False and legacy_cuda_available():
             meta.update(backend="cuda-events", cuda=True, all_threads=False,
                         notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL])
             return LegacyCudaRecorder(**options), meta
-        meta.update(backend="kineto-gpu-fallback", cuda=True, all_threads=True,
-                    notes=[NOTE_FALLBACK])
-        return KinetoCpuRecorder(gpu_fallback=True, **options), meta
+        if has_gpu and self.cuda is not False:
+            recorder = KinetoCpuRecorder(gpu_fallback=True, **options)
+            meta.update(backend="kineto-gpu-fallback", cuda=True, notes=[NOTE_FALLBACK])
+        else:
+            recorder = KinetoCpuRecorder(**options)
+            meta.update(backend="kineto-cpu", cuda=False,
+                        notes=[NOTE_CPU_ONLY_ASKED if has_gpu else NOTE_CPU_ONLY_NO_GPU])
+        meta["all_threads"] = recorder.all_threads
+        if not recorder.all_threads:
+            meta["notes"].append(NOTE_NO_ALL_THREADS)
+        return recorder, meta
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
         global _active_profile

@@ -46,8 +46,14 @@ class KinetoCpuRecorder:
         self.with_stack = with_stack
         self.gpu_fallback = gpu_fallback
         state = ProfilerState.KINETO_GPU_FALLBACK if gpu_fallback else ProfilerState.KINETO
+        try:
+            experimental = _ExperimentalConfig(profile_all_threads=True)
+            self.all_threads = True
+        except TypeError:  # a torch from before profile_all_threads: the starting thread only
+            experimental = _ExperimentalConfig()
+            self.all_threads = False
         self._config = ProfilerConfig(state, record_shapes, False, with_stack, False, False,
-                                      _ExperimentalConfig(profile_all_threads=True))
+                                      experimental)
         self._activities = {ProfilerActivity.CPU}
 
     def start(self) -> None:
@@ -66,7 +72,10 @@ def _int_column(method, events) -> np.ndarray:
     return np.fromiter(map(method, events), np.int64, len(events))
 
 
-def _bool_column(method, events) -> np.ndarray:
+def _flag_column(kind, method_name: str, events) -> np.ndarray:
+    method = getattr(kind, method_name, None)  # older torches lack some of these
+    if method is None:
+        return np.zeros(len(events), np.bool_)
     return np.fromiter(map(method, events), np.bool_, len(events))
 
 
@@ -77,8 +86,8 @@ def read_records(events, *, record_shapes=False, with_stack=False, gpu_fallback=
     start_ns = _int_column(kind.start_ns, events)
     end_ns = _int_column(kind.end_ns, events)
     tid = _int_column(kind.device_resource_id, events)
-    is_annotation = _bool_column(kind.is_user_annotation, events)
-    is_python = _bool_column(kind.is_python_function, events) if with_stack \
+    is_annotation = _flag_column(kind, "is_user_annotation", events)
+    is_python = _flag_column(kind, "is_python_function", events) if with_stack \
         else np.zeros(len(events), np.bool_)
     shapes, stacks = {}, {}
     if record_shapes:

@@ -1,0 +1,85 @@
+"""cpu_records_to_trace on hand-made columns, and legacy_records_to_trace on real torch records."""
+
+import threading
+import time
+
+import numpy as np
+import torch
+from torch._C._profiler import _ExperimentalConfig
+from torch.autograd import ProfilerConfig, ProfilerState
+
+from nbprof.convert import cpu_records_to_trace, intern_names, legacy_records_to_trace
+from nbprof.events import Thread
+from nbprof.record.kineto_cpu import CpuRecords
+
+BASE_NS = 1_796_000_000_000_000_000
+
+
+def records(cuda_us=None):
+    # Thread 20: "step" [0, 100) holds aten::mm [10, 40) and aten::add [50, 60);
+    # thread 7 (started later, lower id): aten::add [30, 35). Rows come unsorted.
+    return CpuRecords(
+        names=["aten::add", "step", "aten::mm", "aten::add"],
+        start_ns=BASE_NS + np.array([50, 0, 10, 30]), end_ns=BASE_NS + np.array([60, 100, 40, 35]),
+        tid=np.array([20, 20, 20, 7]), is_annotation=np.array([False, True, False, False]),
+        is_python=np.zeros(4, bool), shapes={2: [[2, 3], [3, 4]]}, stacks={}, cuda_us=cuda_us)
+
+
+def convert(cuda_us=None):
+    return cpu_records_to_trace(records(cuda_us), base_time_ns=BASE_NS, pid=99,
+                                thread_names={20: "MainThread", 7: "loader"}, first_tid=20,
+                                meta={"backend": "test"})
+
+
+def test_rows_are_sorted_nested_and_keep_names_threads_and_categories():
+    trace = convert()
+    assert [e.name for e in trace.events] == ["step", "aten::mm", "aten::add", "aten::add"]
+    step, mm, loader_add, add = trace.events
+    assert mm.parent == step.id and add.parent == step.id and loader_add.parent is None
+    assert step.self_cpu_ns == 100 - 30 - 10
+    assert step.category == "user_annotation" and mm.category == "op"
+    assert trace.threads == [Thread(99, 20, "MainThread"), Thread(99, 7, "loader")]
+    assert loader_add.thread.name == "loader" and mm.thread.tid == 20
+    assert mm.shapes == [[2, 3], [3, 4]] and add.shapes is None
+    assert (mm.cpu_interval.start_ns, mm.cpu_interval.end_ns) == (10, 40)
+    assert trace.meta == {"backend": "test", "base_time_ns": BASE_NS, "notes": []}
+
+
+def test_gpu_fallback_durations_become_intervals_at_the_cpu_start():
+    trace = convert(cuda_us=np.array([-1.0, -1.0, 25.0, 3.0]))
+    mm = [e for e in trace.events if e.name == "aten::mm"][0]
+    (kernel,) = mm.kernels
+    assert kernel.interval == (10, 10 + 25_000) and kernel.kind == "op"
+    assert len(trace.kernels) == 2
+
+
+def test_intern_names_keeps_first_seen_order():
+    ids, table = intern_names(["b", "a", "b", "c"])
+    assert table == ["b", "a", "c"] and ids.tolist() == [0, 1, 0, 2]
+
+
+def test_real_legacy_records_convert_with_nesting():
+    # The legacy profiler in CPU mode yields the same record objects the CUDA mode does, minus
+    # the CUDA events: this checks the conversion against torch's real bindings.
+    config = ProfilerConfig(ProfilerState.CPU, False, False, False, False, False,
+                            _ExperimentalConfig())
+    base_ns = time.time_ns()
+    torch._C._autograd._enable_profiler_legacy(config)
+    try:
+        with torch.autograd.profiler.record_function("anchor"):
+            pass
+        x = torch.ones(8)
+        for _ in range(3):
+            x = x + 1
+    finally:
+        thread_lists = torch._C._autograd._disable_profiler_legacy()
+    me = Thread(1, threading.get_native_id(), "MainThread")
+    trace = legacy_records_to_trace(thread_lists, anchor_name="anchor", base_time_ns=base_ns,
+                                    starting_thread=me)
+    adds = [e for e in trace.events if e.name == "aten::add"]
+    assert len(adds) == 3 and "anchor" not in trace.names
+    assert all(e.thread == me for e in trace.events)
+    assert any(trace.event(i).parent == adds[0].id for i in range(len(trace)))
+    assert not trace.has_gpu
+    assert (trace.end_ns >= trace.start_ns).all() and (np.diff(trace.start_ns) >= 0).all()
+    assert 0 <= trace.start_ns[0] < time.time_ns() - base_ns
