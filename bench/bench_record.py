@@ -45,8 +45,12 @@ def torch_cpu_profiler():
     return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
 
 
+def nbprof_cpu():
+    return nbprof.profile(cuda=False)
+
+
 PROFILERS = {"none": contextlib.nullcontext, "torch.profiler": torch_cpu_profiler,
-             "nbprof": nbprof.profile}
+             "nbprof": nbprof_cpu}
 
 
 def time_inside(make_profiler, workload) -> float:
@@ -58,23 +62,24 @@ def time_inside(make_profiler, workload) -> float:
     return elapsed
 
 
-def in_loop_overhead(workload, rounds: int) -> dict:
+def in_loop_overhead(workload, rounds: int, profilers=None) -> dict:
     """Best seconds per profiler over interleaved rounds: on a shared machine noise only ever
     adds time, so the minimum is the steadiest estimate of each one's own cost."""
-    for make_profiler in PROFILERS.values():  # warm-up: first-call costs are nobody's overhead
+    profilers = profilers or PROFILERS
+    for make_profiler in profilers.values():  # warm-up: first-call costs are nobody's overhead
         time_inside(make_profiler, workload)
-    seconds = {name: [] for name in PROFILERS}
+    seconds = {name: [] for name in profilers}
     for _ in range(rounds):
-        for name, make_profiler in PROFILERS.items():
+        for name, make_profiler in profilers.items():
             gc.collect()
             seconds[name].append(time_inside(make_profiler, workload))
     return {name: min(values) for name, values in seconds.items()}
 
 
-def report_overhead(label: str, medians: dict, ops: int) -> float:
-    none = medians["none"]
-    torch_us = (medians["torch.profiler"] - none) / ops * 1e6
-    ours_us = (medians["nbprof"] - none) / ops * 1e6
+def report_overhead(label: str, best: dict, ops: int) -> float:
+    none = best["none"]
+    torch_us = (best["torch.profiler"] - none) / ops * 1e6
+    ours_us = (best["nbprof"] - none) / ops * 1e6
     ratio = ours_us / torch_us
     print(f"{label}: no profiler {none / ops * 1e6:.2f} us/op; overhead torch.profiler "
           f"+{torch_us:.2f} us/op, nbprof +{ours_us:.2f} us/op -> nbprof/torch = {ratio:.2f}x "
@@ -83,7 +88,7 @@ def report_overhead(label: str, medians: dict, ops: int) -> float:
 
 
 def count_ops(workload) -> int:
-    with nbprof.profile() as prof:
+    with nbprof.profile(cuda=False) as prof:
         workload()
     return int((prof.trace.depth == 0).sum())
 
@@ -98,7 +103,7 @@ def torch_exit_to_summary() -> tuple[float, int]:
 
 
 def nbprof_exit_to_summary() -> tuple[float, int]:
-    with nbprof.profile() as prof:
+    with nbprof.profile(cuda=False) as prof:
         add_loop()
         left_block = time.perf_counter()
     prof.trace.key_averages()
@@ -143,7 +148,7 @@ def memory_per_event(ops: int) -> float:
     """Bytes per event a Trace holds: what the conversion leaves allocated (tracemalloc counts
     numpy buffers too), and a walk over its columns, tables, meta and extras."""
     gc.collect()
-    profiler = nbprof.profile()
+    profiler = nbprof.profile(cuda=False)
     with contextlib.ExitStack() as stack:
         stack.enter_context(profiler)
         add_loop(ops)
@@ -166,10 +171,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--quick", action="store_true", help="fewer rounds, 200k-event memory")
+    parser.add_argument("--gpu", action="store_true", help="only the GPU figures")
     args = parser.parse_args()
     rounds = 3 if args.quick else args.rounds
     torch.set_num_threads(1)  # one core's work per op: the other core absorbs the machine's noise
     print(f"torch {torch.__version__}, {rounds} interleaved rounds, best of each")
+    if not args.gpu:
+        cpu_figures(rounds, args.quick)
+    if torch.cuda.is_available():
+        gpu_figures(rounds)
+    elif args.gpu:
+        print("--gpu: no CUDA device here (torch.cuda.is_available() is False)")
+        return 1
+    else:
+        print("GPU figures: skipped, no CUDA device (run bench/gpu_check.sh on a GPU machine)")
+    return 0
+
+
+def cpu_figures(rounds: int, quick: bool) -> None:
     report_overhead(f"in-loop, {ADD_OPS} x = x + 1 (16 floats)",
                     in_loop_overhead(add_loop, rounds), ADD_OPS)
     model, inputs = make_model(64, device="cpu"), torch.randn(16, 64)
@@ -179,9 +198,65 @@ def main() -> int:
 
     report_overhead(f"in-loop, MLP forward+backward (per top-level op, {count_ops(mlp)})",
                     in_loop_overhead(mlp, rounds), count_ops(mlp))
-    exit_to_summary(1 if args.quick else 2)
-    memory_per_event(40_000 if args.quick else 200_000)
-    return 0
+    exit_to_summary(1 if quick else 2)
+    memory_per_event(40_000 if quick else 200_000)
+
+
+def torch_cuda_profiler():
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    return torch.profiler.profile(activities=activities)
+
+
+def gpu_figures(rounds: int) -> None:
+    print(f"GPU: {torch.cuda.get_device_name()}")
+
+    def cuda_adds(count=ADD_OPS):
+        x = torch.zeros(16, device="cuda")
+        for _ in range(count):
+            x = x + 1
+        torch.cuda.synchronize()
+
+    profilers = {"none": contextlib.nullcontext, "torch.profiler": torch_cuda_profiler,
+                 "nbprof": nbprof.profile}
+    best = in_loop_overhead(cuda_adds, rounds, profilers)
+    none = best["none"]
+    torch_us = (best["torch.profiler"] - none) / ADD_OPS * 1e6
+    ours_us = (best["nbprof"] - none) / ADD_OPS * 1e6
+    print(f"GPU in-loop, {ADD_OPS} x = x + 1 on cuda: no profiler {none / ADD_OPS * 1e6:.2f} "
+          f"us/op; overhead torch.profiler (CPU+CUDA, CUPTI) +{torch_us:.2f} us/op, nbprof "
+          f"CUDA events +{ours_us:.2f} us/op -> nbprof/torch = {ours_us / torch_us:.2f}x")
+
+    with torch_cuda_profiler() as torch_prof:
+        cuda_adds()
+        left_block = time.perf_counter()
+    torch_prof.key_averages()
+    torch_seconds = time.perf_counter() - left_block
+    with nbprof.profile() as prof:
+        cuda_adds()
+        left_block = time.perf_counter()
+    prof.trace.key_averages()
+    ours_seconds = time.perf_counter() - left_block
+    print(f"GPU exit to summary, {ADD_OPS} x = x + 1 on cuda: torch.profiler {torch_seconds:.2f} "
+          f"s; nbprof {len(prof.trace)} events, {len(prof.trace.kernels)} GPU intervals in "
+          f"{ours_seconds:.2f} s -> {torch_seconds / ours_seconds:.1f}x")
+
+    a, b = torch.randn(2048, 2048, device="cuda"), torch.randn(2048, 2048, device="cuda")
+    torch.mm(a, b)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(20):
+        torch.mm(a, b)
+    end.record()
+    torch.cuda.synchronize()
+    with nbprof.profile() as prof:
+        for _ in range(20):
+            torch.mm(a, b)
+    profiled_us = sum(row.cuda_time_total for row in prof.trace.key_averages()
+                      if row.name == "aten::mm")
+    reference_us = start.elapsed_time(end) * 1000
+    print(f"GPU time of 20 2048x2048 matmuls: nbprof {profiled_us:.0f} us / torch.cuda.Event "
+          f"{reference_us:.0f} us = {profiled_us / reference_us:.3f} (target 0.9-1.1)")
 
 
 if __name__ == "__main__":
