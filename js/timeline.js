@@ -56,7 +56,7 @@ function decode(S, bytes) {
   const nRows = info.row_lane.length, nCpu = info.n_cpu, nGpu = info.n_gpu;
   const n = nCpu + nGpu;
   const rowCount = column(bytes, "row_count", Int32Array);
-  const start = column(bytes, "start_delta", Float64Array);
+  const start = column(bytes, "start_gap", Float64Array);  // zigzag gap after the previous end
   const dur = column(bytes, "duration", Float64Array);
   const id = column(bytes, "id_delta", Int32Array);
   const name = column(bytes, "name_id", Int32Array);
@@ -74,7 +74,9 @@ function decode(S, bytes) {
     const isGpu = info.row_is_gpu[r];
     let running = -Infinity;
     for (let i = lo; i < hi; i++) {
-      if (i > lo) { start[i] += start[i - 1]; id[i] += id[i - 1]; }
+      const zigzag = start[i], gap = zigzag % 2 === 0 ? zigzag / 2 : -(zigzag + 1) / 2;
+      start[i] = i > lo ? start[i - 1] + dur[i - 1] + gap : gap;
+      if (i > lo) id[i] += id[i - 1];
       rowOf[i] = r;
       running = Math.max(running, start[i] + dur[i]);
       maxEnd[i] = running;

@@ -172,3 +172,23 @@ def test_wheel_zoom_swaps_in_every_event_in_view(browser, tmp_path, artifacts):
     drawn_gpu = sorted(i for i, gpu in zip(bars["id"], bars["gpu"]) if gpu)
     assert drawn_cpu == in_view.tolist() and drawn_gpu == gpu_in_view.tolist()
     page.close()
+
+
+def test_empty_and_cpu_only_pages_say_so_and_keep_zero_length_events(browser, tmp_path, artifacts):
+    page = open_page(browser, save_html(Trace.empty(), tmp_path / "empty.html"))
+    assert "no events recorded" in page.evaluate("() => nb('nbprof_note').text")
+    assert page.evaluate("() => nb('nbprof_rendered').data.left.length") == 0
+    page.close()
+    cpu_only = Trace.build(start_ns=[0, 400, 1_000_000], end_ns=[300, 400, 1_000_050],
+                           thread=[0, 0, 0], name_id=[0, 1, 0], names=["work", "instant"],
+                           threads=[(1, 1, "main")])
+    page = open_page(browser, save_html(cpu_only, tmp_path / "cpu.html"))
+    assert "CPU only: no GPU work recorded" in page.evaluate("() => nb('nbprof_note').text")
+    labels = page.evaluate("() => [...nb('nbprof_plot').left[0].major_label_overrides.values()]")
+    assert labels == ["main (1)"]
+    page.evaluate("nbSetX(0, 1000)")  # the zero-length event among real ones: still a bar
+    bars = rendered(page)
+    instant = bars["id"].index(1)
+    assert bars["count"][instant] == 1 and bars["right"][instant] > bars["left"][instant]
+    page.screenshot(path=artifacts / "timeline_cpu_only.png")
+    page.close()

@@ -37,10 +37,15 @@ def _events_in_blob(trace):
     found = set()
     for row in range(len(info["row_lane"])):
         lo, hi = bounds[row], bounds[row + 1]
-        starts = np.cumsum(cols["start_delta"][lo:hi]) + info["origin_ns"]
+        zigzag, durations = cols["start_gap"][lo:hi], cols["duration"][lo:hi]
+        gaps = np.where(zigzag % 2 == 0, zigzag // 2, -(zigzag + 1) // 2)
+        starts = np.zeros(len(gaps), np.int64)
+        for i in range(len(gaps)):  # start = previous end + gap, as js/timeline.js decodes it
+            starts[i] = gaps[i] + (starts[i - 1] + durations[i - 1] if i else 0)
+        starts += info["origin_ns"]
         ids = np.cumsum(cols["id_delta"][lo:hi])
         kind = "gpu" if info["row_is_gpu"][row] else "cpu"
-        found |= {(kind, int(i), int(s), int(d)) for i, s, d in zip(ids, starts, cols["duration"][lo:hi])}
+        found |= {(kind, int(i), int(s), int(d)) for i, s, d in zip(ids, starts, durations)}
     return found, info
 
 
