@@ -84,7 +84,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             self._thread_names = ThreadNames()
             self._thread_names.start()
             try:
-                self._recorder.start()
+                self._start_recorder()
             except BaseException as error:
                 self._thread_names.stop()
                 if isinstance(error, RuntimeError):
@@ -95,7 +95,19 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             _active_profile = self
         return self
 
-    def _choose_backend(self):
+    def _start_recorder(self) -> None:
+        try:
+            self._recorder.start()
+        except RuntimeError as error:
+            if not isinstance(self._recorder, LegacyCudaRecorder):
+                raise
+            # The legacy path is there but will not start (deprecated, maybe broken in a later
+            # torch): record with the duration-only fallback rather than fail.
+            self._recorder, self._meta = self._choose_backend(legacy=False)
+            self._meta["notes"].append(f"The legacy CUDA-event profiler failed to start: {error}")
+            self._recorder.start()
+
+    def _choose_backend(self, legacy: bool = True):
         has_gpu = torch.cuda.is_available()
         if self.cuda and not has_gpu:
             raise RuntimeError(
@@ -103,7 +115,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 "(torch.cuda.is_available() is False). Use cuda=None to record the CPU only.")
         options = dict(record_shapes=self.record_shapes, with_stack=self.with_stack)
         meta = {"torch_version": torch.__version__, "pid": os.getpid()}
-        if has_gpu and self.cuda is not False and legacy_cuda_available():
+        if has_gpu and self.cuda is not False and legacy and legacy_cuda_available():
             meta.update(backend="cuda-events", cuda=True, all_threads=False,
                         notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL])
             return LegacyCudaRecorder(**options), meta
