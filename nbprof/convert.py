@@ -15,6 +15,8 @@ Two inputs:
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .events import KIND_OP, NO_ID, Thread, Trace
@@ -46,6 +48,33 @@ def _thread_table(tids: np.ndarray, names_by_tid: dict, pid: int, first_tid: int
     return thread.astype(np.int32), threads
 
 
+# with_stack's Python events include nbprof's own frames (profile.__enter__/__exit__ and the
+# recorders they call) around the user's code: these, and everything inside them, are dropped.
+_OWN_FRAME = re.compile(r"(^|[/\\])nbprof[/\\](profiler|record[/\\]\w+)\.py\(\d+\): ")
+
+
+def drop_profiler_frames(records):
+    """``records`` without nbprof's own Python frames and the events inside them."""
+    own = [row for row in np.flatnonzero(records.is_python) if _OWN_FRAME.search(records.names[row])]
+    if not own:
+        return records
+    keep = np.ones(len(records.names), np.bool_)
+    for row in own:
+        keep &= ~((records.tid == records.tid[row]) & (records.start_ns >= records.start_ns[row])
+                  & (records.end_ns <= records.end_ns[row]))
+    new_row = np.cumsum(keep) - 1
+
+    def remap(sparse):
+        return {int(new_row[row]): value for row, value in sparse.items() if keep[row]}
+
+    return records._replace(
+        names=[name for name, kept in zip(records.names, keep) if kept],
+        start_ns=records.start_ns[keep], end_ns=records.end_ns[keep], tid=records.tid[keep],
+        is_annotation=records.is_annotation[keep], is_python=records.is_python[keep],
+        shapes=remap(records.shapes), stacks=remap(records.stacks),
+        cuda_us=None if records.cuda_us is None else records.cuda_us[keep])
+
+
 def cpu_records_to_trace(records, *, base_time_ns: int, thread_names: dict, pid: int,
                          first_tid: int | None = None, meta: dict | None = None) -> Trace:
     """A Trace from :class:`nbprof.record.kineto_cpu.CpuRecords` (or any object with its fields).
@@ -55,6 +84,8 @@ def cpu_records_to_trace(records, *, base_time_ns: int, thread_names: dict, pid:
     of that length placed at its CPU start: torch gives no GPU start time on that path, and
     ``meta["notes"]`` must say so (the caller's job, it knows why the fallback was chosen).
     """
+    if records.is_python.any():
+        records = drop_profiler_frames(records)
     name_id, names = intern_names(records.names)
     thread, threads = _thread_table(records.tid, thread_names, pid, first_tid)
     category = records.is_annotation.astype(np.uint8) + 2 * records.is_python.astype(np.uint8)

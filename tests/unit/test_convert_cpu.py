@@ -8,7 +8,8 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd import ProfilerConfig, ProfilerState
 
-from nbprof.convert import cpu_records_to_trace, intern_names, legacy_records_to_trace
+from nbprof.convert import (cpu_records_to_trace, drop_profiler_frames, intern_names,
+                            legacy_records_to_trace)
 from nbprof.events import Thread
 from nbprof.record.kineto_cpu import CpuRecords
 
@@ -51,6 +52,19 @@ def test_gpu_fallback_durations_become_intervals_at_the_cpu_start():
     (kernel,) = mm.kernels
     assert kernel.interval == (10, 10 + 25_000) and kernel.kind == "op"
     assert len(trace.kernels) == 2
+
+
+def test_nbprofs_own_python_frames_and_what_they_hold_are_dropped():
+    raw = CpuRecords(
+        names=["cell.py(1): <module>", "nbprof/profiler.py(90): __enter__",
+               "<built-in function dup2>", "aten::mm", "/x/nbprof/record/quiet.py(30): quiet"],
+        start_ns=np.array([0, 1, 2, 10, 20]), end_ns=np.array([30, 5, 3, 15, 25]),
+        tid=np.array([1, 1, 1, 1, 1]), is_annotation=np.zeros(5, bool),
+        is_python=np.array([True, True, True, False, True]), shapes={3: [[2]]}, stacks={},
+        cuda_us=None)
+    kept = drop_profiler_frames(raw)
+    assert kept.names == ["cell.py(1): <module>", "aten::mm"]
+    assert kept.start_ns.tolist() == [0, 10] and kept.shapes == {1: [[2]]}
 
 
 def test_intern_names_keeps_first_seen_order():

@@ -107,9 +107,29 @@ def test_shapes_and_stacks_when_asked():
     # An op inside an op has the same Python stack as its parent.
     to_copy = [event for event in prof.trace.events if event.name == "aten::_to_copy"][0]
     assert to_copy.stack == prof.trace.event(to_copy.parent).stack
+    # The Python frames are the user's, not nbprof's own enter/exit machinery.
+    assert not [name for name in prof.trace.names if "nbprof" in name]
     with nbprof.profile() as plain:
         add_ones(2)
     assert events_named(plain.trace, "aten::add")[0].shapes is None
+
+
+def test_record_function_labels_hold_the_ops_inside_them():
+    with nbprof.profile() as prof:
+        with torch.profiler.record_function("forward pass"):
+            add_ones(2)
+    (label,) = events_named(prof.trace, "forward pass")
+    assert label.category == "user_annotation" and label.depth == 0
+    for add in events_named(prof.trace, "aten::add"):
+        assert add.parent == label.id
+
+
+def test_an_empty_block_gives_an_empty_trace_that_still_summarises():
+    with nbprof.profile() as prof:
+        pass
+    assert len(prof.trace) == 0 and prof.trace.meta["backend"] == "kineto-cpu"
+    assert prof.trace.key_averages() == []
+    assert "Self CPU time total" in prof.trace.table()
 
 
 def test_nested_profile_raises_and_the_outer_keeps_recording():
