@@ -55,7 +55,8 @@ _OWN_FRAME = re.compile(r"(^|[/\\])nbprof[/\\](profiler|record[/\\]\w+)\.py\(\d+
 
 def drop_profiler_frames(records):
     """``records`` without nbprof's own Python frames and the events inside them."""
-    own = [row for row in np.flatnonzero(records.is_python) if _OWN_FRAME.search(records.names[row])]
+    own = [row for row in np.flatnonzero(records.is_python)
+           if _OWN_FRAME.search(records.names[row])]
     if not own:
         return records
     keep = np.ones(len(records.names), np.bool_)

@@ -79,7 +79,8 @@ def _flag_column(kind, method_name: str, events) -> np.ndarray:
     return np.fromiter(map(method, events), np.bool_, len(events))
 
 
-def read_records(events, *, record_shapes=False, with_stack=False, gpu_fallback=False) -> CpuRecords:
+def read_records(events, *, record_shapes=False, with_stack=False,
+                 gpu_fallback=False) -> CpuRecords:
     """Columns from a list of ``_KinetoEvent`` (or anything with the same methods)."""
     kind = type(events[0]) if len(events) else _KinetoEvent
     names = list(map(kind.name, events))

@@ -13,6 +13,7 @@ Interface (the notebook widget builds on it)::
     tl.plot, tl.overview, tl.rendered              # the main figure, the strip, what is drawn now
     timeline(trace, **kw) -> tl.layout
     save_html(trace, path, title=None) -> path    # standalone page, BokehJS inline, works offline
+    tl.save(path, title=None) -> path             # the same for this Timeline, as it is now
 
 highlight/set_filter/select only change ColumnDataSource data that js/timeline.js listens to, so
 they work live (jupyter_bokeh syncs them) and in saved pages, without rebuilding the figure.
@@ -42,17 +43,7 @@ def timeline(trace, **kwargs):
 
 def save_html(trace, path, *, title: str | None = None, **kwargs) -> pathlib.Path:
     """Write ``trace``'s timeline as one standalone HTML page (BokehJS inline: opens offline)."""
-    from bokeh.embed import file_html
-    from bokeh.resources import INLINE
-
-    path = pathlib.Path(path)
-    view = Timeline(trace, **kwargs)
-    html = file_html(view.layout.document, resources=INLINE,
-                     title=title or f"nbprof timeline: {trace.meta.get('source', 'trace')}")
-    if path.parent != pathlib.Path(""):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html, encoding="utf-8")
-    return path
+    return Timeline(trace, **kwargs).save(path, title=title)
 
 
 class _CallableModule(types.ModuleType):

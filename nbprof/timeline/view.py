@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 from bokeh.document import Document
 from bokeh.layouts import column
 from bokeh.models import (Arrow, BoxZoomTool, ColumnDataSource, CustomJS, CustomJSHover,
@@ -167,6 +169,19 @@ class Timeline:
         document = Document()
         document.add_root(self.layout)
         document.js_on_event("document_ready", callback)
+
+    def save(self, path, *, title: str | None = None) -> pathlib.Path:
+        """This timeline, with its current selection, highlight and filter, as one standalone
+        HTML page (BokehJS inline: opens offline)."""
+        from bokeh.embed import file_html
+        from bokeh.resources import INLINE
+
+        path = pathlib.Path(path)
+        html = file_html(self.layout.document, resources=INLINE,
+                         title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(html, encoding="utf-8")
+        return path
 
     def _note_html(self) -> str:
         trace = self.trace

@@ -192,3 +192,25 @@ def test_empty_and_cpu_only_pages_say_so_and_keep_zero_length_events(browser, tm
     assert bars["count"][instant] == 1 and bars["right"][instant] > bars["left"][instant]
     page.screenshot(path=artifacts / "timeline_cpu_only.png")
     page.close()
+
+
+def test_filter_highlight_and_selection_set_in_python_show_in_the_page(browser, tmp_path):
+    trace = busy_trace(4000, seed=2)
+    view = Timeline(trace)
+    view.set_filter(lanes=["worker1 (101)", "GPU 0 stream 7"], min_duration_ns=10_000)
+    on_worker1 = np.flatnonzero(trace.thread == 1)
+    view.highlight(on_worker1[:3])
+    launcher = int(trace.gpu_launch[0])
+    view.select(launcher)
+    page = open_page(browser, view.save(tmp_path / "filtered.html"))
+    labels = page.evaluate("() => [...nb('nbprof_plot').left[0].major_label_overrides.values()]")
+    assert labels == ["worker1 (101)", "GPU 0 stream 7"]
+    window = (0, int(trace.end_ns[on_worker1[5]]))
+    page.evaluate(f"nbSetX({window[0]}, {window[1]})")
+    bars = rendered(page)
+    long_enough = (trace.end_ns - trace.start_ns >= 10_000) & (trace.thread == 1)
+    expected = np.flatnonzero(long_enough & (trace.start_ns <= window[1]) & (trace.end_ns >= window[0]))
+    assert sorted(i for i, gpu in zip(bars["id"], bars["gpu"]) if not gpu) == expected.tolist()
+    marks = page.evaluate("() => [...nb('nbprof_marks').data.line_color]")
+    assert marks.count("#ff00aa") == 3 and marks.count("#000000") == (1 if trace.thread[launcher] == 1 else 0)
+    page.close()

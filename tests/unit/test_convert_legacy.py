@@ -165,6 +165,21 @@ def test_backward_thread_gets_its_own_lane_and_the_starting_thread_its_os_id(rec
     assert gpu_of(trace, "aten::mm")[0].thread == STARTING
 
 
+def test_a_range_that_ends_on_another_device_gets_no_interval_and_a_note():
+    rec = Recording()
+    rec.anchor(0, 1_000)
+    rec.anchor(1, 1_200)
+    # A record_function opened on device 0 and closed after `torch.cuda.set_device(1)`: torch
+    # refuses to time events across devices.
+    rec.op("switch", 5_000, 9_000, gpu=(5_300, 8_000))
+    rec.lists[1][-1]._device = 1
+    rec.op("aten::mm", 6_000, 7_000, gpu=(6_300, 7_500))
+    trace = rec.trace()
+    assert gpu_of(trace, "switch")[1] == ()
+    assert len(gpu_of(trace, "aten::mm")[1]) == 1
+    assert any("could not time" in note for note in trace.meta["notes"])
+
+
 def test_a_device_without_anchor_gets_no_interval_and_a_note():
     rec = Recording()
     rec.anchor(0, 1_000)

@@ -116,3 +116,16 @@ def test_saved_page_is_standalone_and_carries_the_events(tmp_path):
     assert "<title>my run</title>" in html
     assert not re.search(r"<script[^>]+src=", html)  # BokehJS inline: opens offline
     assert "Bokeh" in html and "nbprof_rendered" in html
+
+
+def test_cuda_event_op_intervals_sit_below_kernels_one_row_per_op_depth():
+    # nbprof's own traces: a whole op's GPU interval (kind "op") nests like its op
+    trace = Trace.build(start_ns=[0, 10], end_ns=[100, 50], thread=[0, 0], name_id=[0, 1],
+                        names=["aten::linear", "aten::mm", "gemm"], threads=[(1, 1, "main")],
+                        gpu_start_ns=[20, 30, 31], gpu_end_ns=[120, 70, 60], gpu_name_id=[0, 1, 2],
+                        gpu_device=[0, 0, 0], gpu_stream=[7, 7, 7], gpu_launch=[0, 1, 1],
+                        gpu_kind=[0, 0, 1])
+    lanes = build_lanes(trace)
+    assert lanes.labels == ["main (1)", "GPU 0 stream 7"]
+    gpu_subs = lanes.row_sub[lanes.gpu_row].tolist()
+    assert gpu_subs == [1, 2, 0]  # linear's interval, mm's interval (deeper), the kernel on top
