@@ -1,7 +1,7 @@
 // nbprof timeline: level-of-detail drawing of the hidden event columns (nbprof/timeline/).
 // This file is the body of ONE Bokeh CustomJS that every trigger of a timeline shares (document
-// ready, plot resize, x-range change, tap, hover, and the selection/highlight/filter sources that
-// Python sets); `cb_obj` says which fired. Decoded state lives on the `rendered` source's JS object,
+// ready, x-range change, tap, hover, and the selection/highlight/filter sources that Python sets;
+// a ResizeObserver redraws when the plot's size changes); `cb_obj` says which fired. Decoded state lives on the `rendered` source's JS object,
 // so all triggers of one page (or one notebook widget) see the same state.
 //
 // Why: a million Bokeh glyphs take seconds per pan (TIMELINE_SCALE.md). Here all events stay in
@@ -343,6 +343,24 @@ function redrawAll(S) {
   drawView(S);
   drawOverview(S);
   S.lastView = [plot.x_range.start, plot.x_range.end, plot.inner_width];
+  S.drawnSize = [plot.inner_width, plot.inner_height];
+}
+
+function watchResize(S) {
+  // Bokeh updates plot.inner_width/inner_height without change events, so a resized page (or a
+  // notebook column) is noticed here: the LOD and the lane heights depend on the plot's size.
+  let view = null;
+  try { view = window.Bokeh.index.find_one(plot); } catch (error) { view = null; }
+  if (!view || typeof ResizeObserver === "undefined") return;
+  let pending = false;
+  new ResizeObserver(() => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      if (plot.inner_width !== S.drawnSize[0] || plot.inner_height !== S.drawnSize[1]) redrawAll(S);
+    });
+  }).observe(view.el);
 }
 
 function onTap(S) {
@@ -388,7 +406,7 @@ function dispatch(S) {
     onTap(S);
   } else if (cb_obj === hover) {
     onHover(S);
-  } else {  // document ready, a resize, the filter: lanes may change
+  } else {  // document ready, the filter: lanes may change
     redrawAll(S);
   }
 }
@@ -401,6 +419,7 @@ function dispatch(S) {
       decode(S, bytes);
       S.ready = true;
       redrawAll(S);
+      watchResize(S);
       // A model property that tests and the notebook widget can wait on.
       plot.tags = [...plot.tags.filter((t) => t !== "nbprof-ready"), "nbprof-ready"];
     }).catch((error) => console.error("nbprof timeline: could not decode the events", error));

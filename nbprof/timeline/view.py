@@ -155,8 +155,6 @@ class Timeline:
             ticker=ticker, yaxis=plot.yaxis[0], hover=hover))
         plot.x_range.js_on_change("start", callback)
         plot.x_range.js_on_change("end", callback)
-        plot.js_on_change("inner_width", callback)
-        plot.js_on_change("inner_height", callback)
         for source in (self.selection, self.highlighted, self.filter):
             source.js_on_change("data", callback)
         self.rendered.selected.js_on_change("indices", callback)
