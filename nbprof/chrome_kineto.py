@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .chrome_load import GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load
+from .chrome_load import FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load
 from .events import KIND_OTHER, NO_ID, Trace
 
 
@@ -29,48 +29,41 @@ class KinetoLoad(Load):
                 self.thread_names[(pid, event.get("tid"))] = str(args.get("name", ""))
             elif kind == "thread_sort_index":
                 self.thread_sort[(pid, event.get("tid"))] = args.get("sort_index")
-        self.pid_ids = _int_ids(list(dict.fromkeys(slices.pid)))
+        self.pid_ids: dict = {}  # the file's pid -> an int pid (set with the threads)
 
-    def gpu_rows_mask(self, cat_codes, cat_table):
+    def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table):
         gpu_cat = np.array([str(c).lower() in GPU_CATEGORY_KIND for c in cat_table] or [False])
-        gpu_pids = {pid for pid, labels in self.process_labels.items() if "GPU" in labels}
-        on_gpu_pid = np.fromiter((pid in gpu_pids for pid in self.slices.pid), bool,
-                                 len(cat_codes)) if gpu_pids else np.zeros(len(cat_codes), bool)
-        return gpu_cat[cat_codes] | on_gpu_pid
+        gpu_pid = np.array(["GPU" in self.process_labels.get(pid, "") for pid in pid_table]
+                           or [False])
+        return gpu_cat[cat_codes] | gpu_pid[pid_codes]
 
     def origin_us(self):
         return math.floor(float(self.slices.ts.min())) if len(self.slices.ts) else 0.0
 
-    def thread_table(self, keys):
-        distinct = list(dict.fromkeys(keys))
-
+    def thread_table(self, distinct):
         def order(key):  # numeric pids first, then by the file's sort indices
             pid, tid = key
             return (not isinstance(pid, int), _sortable(self.process_sort.get(pid, pid)),
                     _sortable(self.thread_sort.get(key, tid)))
 
-        distinct.sort(key=order)
-        tid_ids = _int_ids([tid for _pid, tid in distinct])
-        lanes = {key: index for index, key in enumerate(distinct)}
+        ordered = sorted(distinct, key=order)
+        self.pid_ids = _int_ids(list(dict.fromkeys(pid for pid, _tid in ordered)))
+        tid_ids = _int_ids([tid for _pid, tid in ordered])
         threads = [(self.pid_ids[pid], tid_ids[tid],
                     self.thread_names.get((pid, tid)) or _default_name(tid))
-                   for pid, tid in distinct]
-        return np.array([lanes[key] for key in keys], np.int32), threads
+                   for pid, tid in ordered]
+        lane = {key: index for index, key in enumerate(ordered)}
+        return [lane[key] for key in distinct], threads
 
-    def launches(self, cpu_rows, gpu_rows, flows):
+    def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows):
         """Per GPU row, the CPU row (index into cpu_rows) of the runtime call that launched it."""
-        s = self.slices
-        cpu_args = [s.args[row] for row in cpu_rows.tolist()]
-        gpu_args = [s.args[row] for row in gpu_rows.tolist()]
-        launch = np.full(len(gpu_rows), NO_ID, np.int32)
         by_correlation = {}
         for row in np.flatnonzero(self._runtime_mask(cpu_rows)).tolist():
             args = cpu_args[row]
             if isinstance(args, dict) and "correlation" in args:
                 by_correlation[args["correlation"]] = row
-        for row, args in enumerate(gpu_args):
-            if isinstance(args, dict):
-                launch[row] = by_correlation.get(args.get("correlation"), NO_ID)
+        launch = np.array([by_correlation.get(args.get("correlation"), NO_ID)
+                           if isinstance(args, dict) else NO_ID for args in gpu_args], np.int32)
         if (launch == NO_ID).any():
             self._link_by_external_id(launch, cpu_rows, cpu_args, gpu_args)
         if (launch == NO_ID).any() and flows:
@@ -84,6 +77,8 @@ class KinetoLoad(Load):
         # For files whose slices lack correlation ids. A flow's s sits at its runtime slice's
         # ts on the same thread, its f at the GPU slice's ts on the same stream: both ends are
         # matched on (pid, tid, ts) exactly. A flow with one end missing links nothing.
+        flows = [event for event in flows
+                 if str(event.get("cat", "")).lower() in FLOW_CATEGORIES]
         s = self.slices
         ts = s.ts.tolist()
         # Keyed by where a flow's f lands; a kernel and an annotation starting together on one

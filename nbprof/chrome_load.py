@@ -27,13 +27,15 @@ beyond the file's own float (a float64 near 1.7e15 µs resolves 0.25 µs).
 
 from __future__ import annotations
 
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import contains, itemgetter
 
 import numpy as np
 
 from .chrome_export import FORMAT_VERSION, GPU_KIND_CATEGORY, SHAPES_KEY, STACK_KEY
 from .chrome_read import TraceFormatError, intern
 from .events import GPU_KINDS, NO_ID, KIND_OTHER, Trace
+from .nesting import nest
 
 # Kineto's GPU-side categories (lower-cased; older files capitalise them) -> GPU kind.
 GPU_CATEGORY_KIND = {
@@ -58,45 +60,57 @@ class Load:
         self.notes: list[str] = []
 
     # -- hooks for the two formats -------------------------------------------------------------
-    def gpu_rows_mask(self, cat_codes, cat_table) -> np.ndarray: ...
+    def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table) -> np.ndarray: ...
     def origin_us(self) -> float: ...
-    def thread_table(self, keys: list) -> tuple[np.ndarray, list]: ...
+    def thread_table(self, distinct: list) -> tuple[list, list]:
+        """For the distinct (pid, tid) pairs of the CPU slices: each one's thread index, and
+        the threads table."""
     def categories(self) -> list: return []
-    def launches(self, cpu_rows, gpu_rows, flows) -> np.ndarray: ...
+    def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows) -> np.ndarray: ...
     def meta(self, base_ns: int) -> dict: ...
 
     # -- the shared part --------------------------------------------------------------------
     def trace(self, flows, skipped: int) -> Trace:
         s = self.slices
-        cat_codes, cat_table = intern(s.cat)
-        self.cat_table, self.cat_codes = cat_table, cat_codes
-        is_gpu = self.gpu_rows_mask(cat_codes, cat_table)
-        cpu_rows, gpu_rows = np.flatnonzero(~is_gpu), np.flatnonzero(is_gpu)
+        self.cat_codes, self.cat_table = cat_codes, cat_table = intern(s.cat)
+        pid_codes, pid_table = intern(s.pid)
+        is_gpu = self.gpu_rows_mask(cat_codes, cat_table, pid_codes, pid_table)
         origin_us = self.origin_us()
         start_ns = np.rint((s.ts - origin_us) * 1000.0).astype(np.int64)
         end_ns = start_ns + np.rint(s.dur * 1000.0).astype(np.int64)
+        # Rows in the order a Trace keeps: CPU by start, the enclosing one first on ties (as
+        # Trace.build sorts); GPU by start then end. Sorting here, before any per-row dict is
+        # made, spares remapping those dicts afterwards.
+        cpu_rows = np.flatnonzero(~is_gpu)
+        cpu_rows = cpu_rows[np.lexsort((start_ns[cpu_rows] - end_ns[cpu_rows],
+                                        start_ns[cpu_rows]))]
+        gpu_rows = np.flatnonzero(is_gpu)
+        gpu_rows = gpu_rows[np.lexsort((end_ns[gpu_rows], start_ns[gpu_rows]))]
         name_id, names = intern(s.name)
 
-        pid, tid = _pick(s.pid, cpu_rows), _pick(s.tid, cpu_rows)
-        thread, threads = self.thread_table(list(zip(pid, tid)))
-        categories = self.categories()
-        category = _codes_into(categories, [cat_table[c] for c in cat_codes[cpu_rows].tolist()])
-        event_args, shapes, stacks = _split_args(_pick(s.args, cpu_rows))
-        gpu_args = {row: args for row, args in enumerate(_pick(s.args, gpu_rows)) if args}
-
-        launch = self.launches(cpu_rows, gpu_rows, flows)
+        tid_codes, tid_table = intern(_pick(s.tid, cpu_rows))
+        distinct, pair = distinct_pairs(pid_codes[cpu_rows], pid_table, tid_codes, tid_table)
+        thread_of_pair, threads = self.thread_table(distinct)
+        thread = np.array(thread_of_pair, np.int32)[pair] if distinct else pair
+        categories, category = _category_column(self.categories(), cat_table, cat_codes[cpu_rows])
+        cpu_args, gpu_args = _pick(s.args, cpu_rows), _pick(s.args, gpu_rows)
+        launch = self.launches(cpu_rows, gpu_rows, cpu_args, gpu_args, flows)
+        event_args, shapes, stacks = _split_args(cpu_args)
         if skipped:
-            self.notes.append(f"{skipped} events other than X, M and launch flows were skipped "
-                              f"(instant events, counters, other flows)")
-        trace = Trace.build(
-            start_ns=start_ns[cpu_rows], end_ns=end_ns[cpu_rows], thread=thread,
-            name_id=name_id[cpu_rows], names=names, threads=threads,
-            category=category, categories=categories,
+            self.notes.append(f"{skipped} events other than X, M and flow events were skipped "
+                              f"(instant events, counters, ...)")
+        cpu_start, cpu_end = start_ns[cpu_rows], end_ns[cpu_rows]
+        depth, parent, self_ns = nest(cpu_start, cpu_end, thread)
+        trace = Trace(
+            start_ns=cpu_start, end_ns=cpu_end, thread=thread, name_id=name_id[cpu_rows],
+            category=category, depth=depth, parent=parent, self_ns=self_ns,
             gpu_start_ns=start_ns[gpu_rows], gpu_end_ns=end_ns[gpu_rows],
-            gpu_name_id=name_id[gpu_rows], gpu_device=self.devices(gpu_rows),
-            gpu_stream=self.streams(gpu_rows), gpu_launch=launch,
-            gpu_kind=self.gpu_kinds(gpu_rows), meta=self.meta(round(origin_us * 1000)),
-            event_args=event_args, gpu_args=gpu_args, shapes=shapes, stacks=stacks)
+            gpu_name_id=name_id[gpu_rows], gpu_device=self.devices(gpu_rows, gpu_args),
+            gpu_stream=self.streams(gpu_rows, gpu_args), gpu_launch=launch,
+            gpu_kind=self.gpu_kinds(gpu_rows), names=names, threads=threads,
+            categories=categories, meta=self.meta(round(origin_us * 1000)),
+            event_args=event_args, shapes=shapes, stacks=stacks,
+            gpu_args={row: args for row, args in enumerate(gpu_args) if args})
         return self.finish(trace)
 
     def finish(self, trace: Trace) -> Trace:
@@ -107,13 +121,13 @@ class Load:
                                 for c in self.cat_table] or [KIND_OTHER], np.uint8)
         return kind_of_cat[self.cat_codes[gpu_rows]]
 
-    def devices(self, gpu_rows) -> np.ndarray:
-        return _int_column(self.slices, gpu_rows, "device", self.slices.pid)
+    def devices(self, gpu_rows, gpu_args) -> np.ndarray:
+        return _int_column(gpu_args, "device", _pick(self.slices.pid, gpu_rows))
 
-    def streams(self, gpu_rows) -> np.ndarray:
+    def streams(self, gpu_rows, gpu_args) -> np.ndarray:
         # Kineto's stream ids are unsigned 32-bit (4294967295 for "no stream"): they wrap into
         # the int32 column (-1, as the file's own tid says), the args keep the original.
-        return _int_column(self.slices, gpu_rows, "stream", self.slices.tid).astype(np.int32)
+        return _int_column(gpu_args, "stream", _pick(self.slices.tid, gpu_rows)).astype(np.int32)
 
 
 class NbprofLoad(Load):
@@ -124,27 +138,27 @@ class NbprofLoad(Load):
         super().__init__(slices)
         self.block = block
 
-    def gpu_rows_mask(self, cat_codes, cat_table):
+    def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table):
         gpu_pid = self.block.get("gpu_pid")
-        return np.fromiter((pid == gpu_pid for pid in self.slices.pid), bool, len(cat_codes))
+        return np.isin(pid_codes, [code for code, pid in enumerate(pid_table) if pid == gpu_pid])
 
     def origin_us(self):
         return 0.0  # exports are written relative to the trace's own origin
 
-    def thread_table(self, keys):
+    def thread_table(self, distinct):
         threads = [tuple(thread) for thread in self.block.get("threads", [])]
         lanes = {(pid, tid): index for index, (pid, tid, _name) in enumerate(threads)}
         lanes.update({(pid, tid): index for pid, tid, index in self.block.get("extra_tids", [])})
-        for key in dict.fromkeys(keys):
+        for key in distinct:
             if key not in lanes:
                 lanes[key] = len(threads)
                 threads.append((*key, f"thread {key[1]}"))
-        return np.array([lanes[key] for key in keys], np.int32), threads
+        return [lanes[key] for key in distinct], threads
 
     def categories(self):
         return list(self.block.get("categories", []))
 
-    def launches(self, cpu_rows, gpu_rows, flows):
+    def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows):
         launch = self.block.get("gpu_launch")
         if isinstance(launch, list) and len(launch) == len(gpu_rows):
             return np.array(launch, np.int32)
@@ -160,6 +174,16 @@ class NbprofLoad(Load):
         return meta
 
 
+def distinct_pairs(pid_codes, pid_table, tid_codes, tid_table) -> tuple[list, np.ndarray]:
+    """The distinct (pid, tid) pairs and each slice's index among them, through numpy rather
+    than a dict of tuples (pids and tids may be strings: Kineto's "Spans")."""
+    width = max(len(tid_table), 1)
+    distinct, pair = np.unique(pid_codes.astype(np.int64) * width + tid_codes,
+                               return_inverse=True)
+    keys = [(pid_table[code // width], tid_table[code % width]) for code in distinct.tolist()]
+    return keys, pair.reshape(-1).astype(np.int32)
+
+
 def _pick(values: list, rows: np.ndarray) -> list:
     rows = rows.tolist()
     if len(rows) < 2:
@@ -167,25 +191,26 @@ def _pick(values: list, rows: np.ndarray) -> list:
     return list(itemgetter(*rows)(values))  # in C: a tenth of a comprehension's time
 
 
-def _codes_into(table: list, values: list) -> np.ndarray:
-    """Index of each value in ``table``, appending the values it lacks."""
-    position = {value: index for index, value in enumerate(table)}
-    codes = [position.setdefault(value, len(position)) for value in values]
-    table[:] = list(position)
-    if len(table) > 256:
-        raise TraceFormatError(f"{len(table)} event categories: nbprof keeps at most 256")
-    return np.array(codes, np.uint8)
+def _category_column(categories: list, cat_table: list, cat_codes: np.ndarray):
+    """The categories table (``categories`` first, then the file's, in first-seen order) and
+    each CPU slice's index into it."""
+    position = {category: index for index, category in enumerate(categories)}
+    code_of = np.zeros(max(len(cat_table), 1), np.int64)
+    for code in np.unique(cat_codes).tolist():  # first-seen order: cat_table's codes are
+        code_of[code] = position.setdefault(cat_table[code], len(position))
+    if len(position) > 256:
+        raise TraceFormatError(f"{len(position)} event categories: nbprof keeps at most 256")
+    return list(position), code_of[cat_codes].astype(np.uint8)
 
 
-def _int_column(slices, rows, key, fallback) -> np.ndarray:
-    values = []
-    for row in rows.tolist():
-        args = slices.args[row]
-        value = args.get(key) if isinstance(args, dict) else None
-        if value is None:
-            value = fallback[row]
-        values.append(value if isinstance(value, int) else _as_int(value))
-    return np.array(values, np.int64)
+def _int_column(args_list, key, fallback) -> np.ndarray:
+    """``args[key]`` of each slice as int64, ``fallback``'s value where the args lack it."""
+    values = [args.get(key, default) if isinstance(args, dict) else default
+              for args, default in zip(args_list, fallback)]
+    try:
+        return np.array(values, np.int64)
+    except (TypeError, ValueError, OverflowError):  # a string tid, a null: 0 for those
+        return np.array([_as_int(value) for value in values], np.int64)
 
 
 def _as_int(value) -> int:
@@ -197,14 +222,20 @@ def _as_int(value) -> int:
 
 def _split_args(args_list: list):
     """event_args, shapes and stacks: shapes and stacks move out of the args."""
-    event_args = {row: args for row, args in enumerate(args_list)
-                  if args and isinstance(args, dict)}
-    shapes = {row: args.pop(SHAPES_KEY) for row, args in event_args.items() if SHAPES_KEY in args}
-    stacks = {row: _stack(args.pop(STACK_KEY)) for row, args in event_args.items()
-              if STACK_KEY in args}
+    event_args = {row: args for row, args in enumerate(args_list) if args}
+    shapes = {row: event_args[row].pop(SHAPES_KEY) for row in _rows_with(event_args, SHAPES_KEY)}
+    stacks = {row: _stack(event_args[row].pop(STACK_KEY))
+              for row in _rows_with(event_args, STACK_KEY)}
     if shapes or stacks:  # some args may hold nothing else
         event_args = {row: args for row, args in event_args.items() if args}
     return event_args, shapes, stacks
+
+
+def _rows_with(event_args: dict, key: str) -> list:
+    try:  # in C: map/contains instead of a comprehension
+        return list(compress(event_args, map(contains, event_args.values(), repeat(key))))
+    except TypeError:  # args that are not containers: only dicts can hold the key
+        return [row for row, args in event_args.items() if isinstance(args, dict) and key in args]
 
 
 def _stack(value) -> tuple:
