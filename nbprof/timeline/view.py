@@ -185,7 +185,9 @@ class Timeline:
         trace = self.trace
         if not len(trace) and not trace.has_gpu:
             return "<b>no events recorded</b>"
-        text = (f"{len(trace):,} CPU events · {len(trace.gpu_start_ns):,} GPU intervals · "
+        rank, world = trace.meta.get("rank"), trace.meta.get("world_size")
+        where = "" if rank is None else f"rank {rank}" + (f" of {world}" if world else "") + " · "
+        text = where + (f"{len(trace):,} CPU events · {len(trace.gpu_start_ns):,} GPU intervals · "
                 f"{trace.duration_ns / 1e6:,.3f} ms")
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"

@@ -218,3 +218,16 @@ def test_filter_highlight_and_selection_set_in_python_show_in_the_page(browser, 
     marks = page.evaluate("() => [...nb('nbprof_marks').data.line_color]")
     assert marks.count("#ff00aa") == 3 and marks.count("#000000") == (1 if trace.thread[launcher] == 1 else 0)
     page.close()
+
+
+@pytest.mark.parametrize("name", ["gpu_sampled_rank1.json.gz", "gpu_triton_kernel.json.gz",
+                                  "rocm_mi250_train.json.gz", "cpu_only_rank34.json.gz"])
+def test_every_shared_trace_draws(browser, shared_traces, tmp_path, artifacts, name):
+    trace = nbprof.load(shared_traces / name)
+    page = open_page(browser, save_html(trace, tmp_path / "page.html"))
+    labels = page.evaluate("() => [...nb('nbprof_plot').left[0].major_label_overrides.values()]")
+    assert labels == Timeline(trace).lanes and labels
+    assert page.evaluate("() => nb('nbprof_rendered').data.left.length") > 0
+    assert any(label.startswith("GPU") for label in labels) == trace.has_gpu
+    page.screenshot(path=artifacts / f"timeline_{name.split('.')[0]}.png")
+    page.close()

@@ -43,6 +43,7 @@ def test_processes_are_named_when_there_are_several():
     assert view.lanes == ["pid 1 · main (7)", "pid 2 · main (8)"]
     # labels stay short: the rank (and process) name the group the lanes are banded by
     assert build_lanes(trace).groups == ["rank 3 · pid 1", "rank 3 · pid 2"]
+    assert view.note.text.startswith("rank 3 · ")
 
 
 def test_empty_trace_says_no_events_recorded():
