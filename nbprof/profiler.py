@@ -115,6 +115,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 "(torch.cuda.is_available() is False). Use cuda=None to record the CPU only.")
         options = dict(record_shapes=self.record_shapes, with_stack=self.with_stack)
         meta = {"torch_version": torch.__version__, "pid": os.getpid()}
+        if has_gpu and self.cuda is not False:
+            meta["device_names"] = {device: torch.cuda.get_device_name(device)
+                                    for device in range(torch.cuda.device_count())}
         if has_gpu and self.cuda is not False and legacy and legacy_cuda_available():
             meta.update(backend="cuda-events", cuda=True, all_threads=False,
                         notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL])

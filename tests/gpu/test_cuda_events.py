@@ -35,6 +35,7 @@ def test_the_backend_is_cuda_events(matmul_trace):
     assert meta["backend"] == "cuda-events" and meta["cuda"] is True
     assert meta["all_threads"] is False
     assert any("thread-local" in note for note in meta["notes"])
+    assert meta["device_names"][0] == torch.cuda.get_device_name(0)
     assert not any("could not time" in note for note in meta["notes"]), meta["notes"]
 
 
