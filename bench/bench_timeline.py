@@ -98,6 +98,10 @@ READY_NBPROF = ("() => window.Bokeh && Bokeh.documents.length && "
                 "Bokeh.documents[0].get_model_by_name('nbprof_plot').tags.includes('nbprof-ready')")
 READY_NAIVE = "() => window.Bokeh && Bokeh.documents.length && Bokeh.documents[0].is_idle"
 AFTER_PAINT = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(performance.now()))))"
+# Bars the browser draws in the first (whole-trace) view.
+GLYPHS = """() => { const doc = Bokeh.documents[0], ours = doc.get_model_by_name('nbprof_rendered');
+  if (ours) return ours.data.left.length;
+  return [...doc.all_models].filter(m => m.data && m.data.left).reduce((n, m) => n + m.data.left.length, 0); }"""
 STEP = """async ([kind]) => {
   const range = Bokeh.documents[0].get_model_by_name('nbprof_plot').x_range;
   const [start, end] = [range.start, range.end], span = end - start;
@@ -113,7 +117,7 @@ def browse(browser, path: pathlib.Path, ready: str) -> dict:
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.goto(path.as_uri(), timeout=300_000)
     page.wait_for_function(ready, timeout=300_000, polling=50)
-    result = {"ready_s": page.evaluate(AFTER_PAINT) / 1000}
+    result = {"ready_s": page.evaluate(AFTER_PAINT) / 1000, "glyphs": page.evaluate(GLYPHS)}
     result["zoom_s"] = page.evaluate(STEP, ["zoom"])
     result["pan_s"] = page.evaluate(STEP, ["pan"])
     result["zoom2_s"] = page.evaluate(STEP, ["zoom"])
@@ -140,7 +144,8 @@ def report(title: str, events: int, rows: dict) -> None:
     print(f"\n{title}: {events:,} events (CPU events + GPU intervals)")
     print(f"{'':10} {'nbprof':>10} {'naive':>10} {'ratio':>8}")
     for key, (ours, naive) in rows.items():
-        print(f"{key:10} {ours:10.3f} {naive:10.3f} {ours / naive:8.3f}x")
+        print(f"{key:10} {ours:10.3f} {naive:10.3f} {ours / naive:8.3f}x" if key != "glyphs" else
+              f"{key:10} {ours:10,d} {naive:10,d} {ours / naive:8.3f}x")
 
 
 def main() -> None:

@@ -150,6 +150,17 @@ def test_wheel_zoom_swaps_in_every_event_in_view(browser, tmp_path, artifacts):
     whole = rendered(page)
     assert len(whole["id"]) < len(trace) / 4  # zoomed out: busy blocks, not 60k glyphs
     assert max(whole["count"]) > 50
+    # Clicking a busy block zooms to it (where its events are drawn one by one).
+    page.evaluate("nbSetX(0, 20_000_000)")
+    blocks = rendered(page)
+    block = int(np.argmax(blocks["count"]))
+    assert blocks["count"][block] > 1
+    x, y = page.evaluate(f"nbScreen({(blocks['left'][block] + blocks['right'][block]) / 2}, "
+                         f"{blocks['top'][block] - 0.4})")
+    page.mouse.click(x, y)
+    page.wait_for_function("() => { const r = nb('nbprof_plot').x_range; return r.end - r.start < "
+                           f"{(blocks['right'][block] - blocks['left'][block]) * 1.2 + 10}; }}")
+    page.evaluate(f"nbSetX(0, {trace.duration_ns})")
     x_before = page.evaluate("() => [nb('nbprof_plot').x_range.start, nb('nbprof_plot').x_range.end]")
     x, y = page.evaluate(f"nbScreen({(x_before[0] + x_before[1]) / 2}, 0.5)")
     page.mouse.move(x, y)
