@@ -32,9 +32,9 @@ NOTE_NO_ALL_THREADS = ("Only the thread that started profiling was recorded: thi
                        "are missing.")
 NOTE_OP_INTERVALS = ("Each GPU interval spans all the GPU work of one op (a CUDA event pair "
                      "around it), not single kernels.")
-NOTE_FALLBACK = ("This torch lacks the legacy CUDA-event profiler: GPU durations only (whole "
-                 "microseconds), each drawn at its op's CPU start; GPU start times were not "
-                 "measured.")
+NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not start): GPU "
+                 "durations only (whole microseconds), each drawn at its op's CPU start; GPU "
+                 "start times were not measured.")
 
 
 def is_active() -> bool:

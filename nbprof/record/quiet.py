@@ -41,6 +41,6 @@ def quiet_usdt():
             os.dup2(saved_fd, 2)
             os.close(saved_fd)
             capture.seek(0)
-            rest = strip_usdt_noise(capture.read())
-            if rest:
-                os.write(2, rest)
+            rest = memoryview(strip_usdt_noise(capture.read()))
+            while rest:  # a pipe may take less than all of it at once
+                rest = rest[os.write(2, rest):]
