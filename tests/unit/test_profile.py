@@ -173,3 +173,23 @@ def test_cuda_true_without_a_gpu_says_what_to_do():
     assert not is_active()
     with pytest.raises(TypeError, match="cuda must be"):
         nbprof.profile(cuda="yes")
+
+
+def test_a_users_thread_profile_hook_still_runs_and_is_restored():
+    calls = []
+
+    def user_hook(frame, event, arg):
+        if event == "call":
+            calls.append(threading.current_thread().name)
+
+    threading.setprofile(user_hook)
+    try:
+        with nbprof.profile() as prof:
+            worker = threading.Thread(target=add_ones, args=(2,), name="hooked-worker")
+            worker.start()
+            worker.join()
+        assert threading.getprofile() is user_hook
+        assert "hooked-worker" in calls  # nbprof's name probe handed over to the user's hook
+        assert "hooked-worker" in [thread.name for thread in prof.trace.threads]
+    finally:
+        threading.setprofile(None)
