@@ -4,64 +4,30 @@ from __future__ import annotations
 
 import pathlib
 
+import orjson
 from bokeh.document import Document
 from bokeh.layouts import column
-from bokeh.models import (Arrow, BoxZoomTool, ColumnDataSource, CustomJS, CustomJSHover,
-                          CustomJSTickFormatter, Div, FixedTicker, HoverTool, Label, Legend,
-                          LegendItem, PanTool, Range1d, RangeTool, ResetTool, TapTool, VeeHead,
-                          WheelZoomTool)
-from bokeh.plotting import figure
-
-import orjson
+from bokeh.models import ColumnDataSource, CustomJS, Div
 
 from ..events import Trace
 from .data import encode_events
+from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, PALETTES, ROW_PX, SELECTION_COLOR, main_plot,
+                      overview_plot)
 from .jsfiles import read_js
-from .lanes import FAMILIES, build_lanes, cpu_families, gpu_families
-
-# Stable colours: each family its own hues; an op name picks one of them by hash.
-PALETTES = (
-    ("#4e79a7", "#5b8fc7", "#3b6ea5", "#6b9bd1", "#2f5f8f", "#7aa6d6", "#41729f", "#88b0dd"),
-    ("#8c8c8c", "#9e9e9e", "#7a7a7a", "#ababab"),
-    ("#9467bd", "#a57fcb", "#8456b0", "#b592d6"),
-    ("#f28e2b", "#e15759", "#ff9d5c", "#d4623a", "#f4a261", "#e76f51", "#ffb07c", "#c8553d"),
-    ("#59a14f", "#6fb463", "#4a8f42", "#82c276"),
-    ("#edc948", "#e6b800", "#f2d16b"),
-    ("#17becf", "#2aa198", "#4fc3c9", "#0e9aa7", "#76d7d8", "#148f94"),
-    ("#9c755f", "#b08a73"),
-)
-# Merged busy blocks: a darker shade of the family, so they read as "many events" not one op.
-BLOCK_COLORS = ("#2f4b6e", "#5f5f5f", "#5e3f80", "#a85a12", "#3a6b33", "#9c8420", "#0c6f78", "#6b4f3f")
-HIGHLIGHT_COLOR = "#ff00aa"
-SELECTION_COLOR = "#000000"
-ROW_PX = 14
-
-_FORMAT_NS = """
-const a = Math.abs(value);
-if (a >= 1e9) return (value / 1e9).toFixed(3) + " s";
-if (a >= 1e6) return (value / 1e6).toFixed(3) + " ms";
-if (a >= 1e3) return (value / 1e3).toFixed(3) + " µs";
-return value.toFixed(0) + " ns";
-"""
-_TICK_NS = """
-// The unit follows the tick spacing, moved up while the numbers would get long (30.54245 s,
-// not 30542450 µs); every tick of a view gets the same unit.
-const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : (Math.abs(tick) || 1);
-const biggest = Math.max(...ticks.map(Math.abs));
-const units = [[1, "ns"], [1e3, "µs"], [1e6, "ms"], [1e9, "s"]];
-let u = 0;
-while (u < 3 && step >= units[u + 1][0]) u++;
-while (u < 3 && biggest / units[u][0] >= 1e4) u++;
-const [scale, unit] = units[u];
-const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
-return (tick / scale).toFixed(digits) + " " + unit;
-"""
-_TOOLTIPS = [("name", "@name"), ("lane", "@lane"), ("start", "@start{custom}"),
-             ("duration", "@dur{custom}"), ("details", "@details"), ("launched by", "@launch")]
+from .lanes import build_lanes, cpu_families, gpu_families
 
 
 def _empty(*names) -> dict:
     return {name: [] for name in names}
+
+
+_DRAWN = {
+    "marks": ("left", "right", "bottom", "top", "line_color"),
+    "links_focus": ("x0", "y0", "x1", "y1"),
+    "links_view": ("x0", "y0", "x1", "y1"),
+    "bands": ("left", "right", "bottom", "top"),
+    "overview_bars": ("left", "right", "bottom", "top", "color"),
+}
 
 
 class Timeline:
@@ -90,67 +56,21 @@ class Timeline:
         self.rendered = ColumnDataSource(_empty(
             "left", "right", "bottom", "top", "color", "name", "lane", "start", "dur", "count",
             "id", "gpu", "details", "launch"), name="nbprof_rendered")
-        marks = ColumnDataSource(_empty("left", "right", "bottom", "top", "line_color"),
-                                 name="nbprof_marks")
-        links_focus = ColumnDataSource(_empty("x0", "y0", "x1", "y1"), name="nbprof_links_focus")
-        links_view = ColumnDataSource(_empty("x0", "y0", "x1", "y1"), name="nbprof_links_view")
-        bands = ColumnDataSource(_empty("left", "right", "bottom", "top"), name="nbprof_bands")
-        overview_source = ColumnDataSource(_empty("left", "right", "bottom", "top", "color"),
-                                           name="nbprof_overview_bars")
-
-        pad = span * 0.02
-        x_range = Range1d(0, span, bounds=(-pad, span + pad), min_interval=10)
-        hover = HoverTool(tooltips=_TOOLTIPS, formatters={
-            "@start": CustomJSHover(code=_FORMAT_NS), "@dur": CustomJSHover(code=_FORMAT_NS)})
-        wheel = WheelZoomTool(dimensions="width")
-        pan = PanTool(dimensions="width")
-        plot = figure(x_range=x_range, y_range=Range1d(total_rows, 0), height=plot_height,
-                      tools=[pan, wheel, BoxZoomTool(), ResetTool(), TapTool(), hover],
-                      toolbar_location="above", name="nbprof_plot", **size)
-        plot.toolbar.active_scroll = wheel
-        plot.toolbar.active_drag = pan
-        plot.xaxis.formatter = CustomJSTickFormatter(code=_TICK_NS)
-        plot.xgrid.grid_line_alpha = 0.4
-        plot.ygrid.visible = False
-        ticker = FixedTicker(ticks=[])
-        plot.yaxis.ticker = ticker
-        plot.yaxis.major_label_text_font_size = "11px"
-        plot.quad(source=bands, left="left", right="right", bottom="bottom", top="top",
-                  fill_color="#000000", fill_alpha=0.04, line_color=None, level="underlay")
-        bars = plot.quad(source=self.rendered, left="left", right="right", bottom="bottom",
-                         top="top", fill_color="color", line_color=None, selection_fill_alpha=1.0,
-                         nonselection_fill_alpha=1.0, hover_fill_alpha=0.7,
-                         hover_line_color="black", name="nbprof_bars")
-        hover.renderers = [bars]
-        plot.select_one(TapTool).renderers = [bars]
-        plot.quad(source=marks, left="left", right="right", bottom="bottom", top="top",
-                  fill_color=None, line_color="line_color", line_width=2)
-        plot.add_layout(Arrow(source=links_view, x_start="x0", y_start="y0", x_end="x1",
-                              y_end="y1", line_color="#555555", line_alpha=0.5, line_width=1,
-                              end=VeeHead(size=6, fill_color="#555555", line_color="#555555")))
-        plot.add_layout(Arrow(source=links_focus, x_start="x0", y_start="y0", x_end="x1",
-                              y_end="y1", line_color="#d62728", line_width=2,
-                              end=VeeHead(size=8, fill_color="#d62728", line_color="#d62728"),
-                              name="nbprof_links"))
-        self._add_legend(plot)
-        if not len(trace) and not trace.has_gpu:
-            plot.add_layout(Label(x=span / 2, y=0.5, text="no events recorded",
-                                  text_align="center", text_font_size="16px"))
-
-        overview = figure(x_range=Range1d(-pad, span + pad), y_range=Range1d(1, 0), height=70,
-                          tools=[], toolbar_location=None, name="nbprof_overview", **size)
-        overview.quad(source=overview_source, left="left", right="right", bottom="bottom",
-                      top="top", fill_color="color", line_color=None)
-        overview.yaxis.visible = False
-        overview.xaxis.formatter = CustomJSTickFormatter(code=_TICK_NS)
-        overview.grid.visible = False
-        range_tool = RangeTool(x_range=plot.x_range)
-        overview.add_tools(range_tool)
+        # What the browser code fills: busy/real bars, outlines, links, group bands, the strip.
+        sources = {"rendered": self.rendered, **{name: ColumnDataSource(_empty(*columns),
+                                                                        name=f"nbprof_{name}")
+                   for name, columns in _DRAWN.items()}}
+        families = set(cpu_families(trace).tolist()) | set(gpu_families(trace).tolist())
+        plot, hover, ticker = main_plot(sources, span=span, rows=total_rows, height=plot_height,
+                                        size=size, families=families,
+                                        empty=not len(trace) and not trace.has_gpu)
+        overview = overview_plot(sources["overview_bars"], plot, span=span, size=size)
 
         callback = CustomJS(code=read_js("timeline.js"), args=dict(
             packed=packed, info_json=orjson.dumps(info).decode(), plot=plot, overview=overview,
-            rendered=self.rendered, overview_source=overview_source, marks_source=marks,
-            links_focus=links_focus, links_view=links_view, bands_source=bands,
+            rendered=self.rendered, overview_source=sources["overview_bars"],
+            marks_source=sources["marks"], links_focus=sources["links_focus"],
+            links_view=sources["links_view"], bands_source=sources["bands"],
             selection=self.selection, highlight=self.highlighted, filter=self.filter,
             ticker=ticker, yaxis=plot.yaxis[0], hover=hover))
         plot.x_range.js_on_change("start", callback)
@@ -192,18 +112,6 @@ class Timeline:
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"
         return text
-
-    def _add_legend(self, plot) -> None:
-        present = set(cpu_families(self.trace).tolist()) | set(gpu_families(self.trace).tolist())
-        items = []
-        for family in sorted(present):
-            # one row of NaNs: nothing drawn in the plot, but the legend has a glyph to sample
-            swatch = plot.quad(left=[float("nan")], right=[float("nan")], bottom=[float("nan")],
-                               top=[float("nan")], fill_color=PALETTES[family][0], line_color=None)
-            items.append(LegendItem(label=FAMILIES[family], renderers=[swatch]))
-        if items:
-            plot.add_layout(Legend(items=items, orientation="horizontal", location="top_left",
-                                   label_text_font_size="11px", padding=2, spacing=6), "above")
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------
 

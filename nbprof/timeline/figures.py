@@ -1,0 +1,120 @@
+"""The two Bokeh figures of a timeline: the main plot (lanes, bars, marks, links, legend) and the
+overview strip with its range tool. Their sources are filled by js/timeline.js."""
+
+from __future__ import annotations
+
+from bokeh.models import (Arrow, BoxZoomTool, CustomJSHover, CustomJSTickFormatter, FixedTicker,
+                          HoverTool, Label, Legend, LegendItem, PanTool, Range1d, RangeTool,
+                          ResetTool, TapTool, VeeHead, WheelZoomTool)
+from bokeh.plotting import figure
+
+from .lanes import FAMILIES
+
+# Stable colours: each family its own hues; an op name picks one of them by hash.
+PALETTES = (
+    ("#4e79a7", "#5b8fc7", "#3b6ea5", "#6b9bd1", "#2f5f8f", "#7aa6d6", "#41729f", "#88b0dd"),
+    ("#8c8c8c", "#9e9e9e", "#7a7a7a", "#ababab"),
+    ("#9467bd", "#a57fcb", "#8456b0", "#b592d6"),
+    ("#f28e2b", "#e15759", "#ff9d5c", "#d4623a", "#f4a261", "#e76f51", "#ffb07c", "#c8553d"),
+    ("#59a14f", "#6fb463", "#4a8f42", "#82c276"),
+    ("#edc948", "#e6b800", "#f2d16b"),
+    ("#17becf", "#2aa198", "#4fc3c9", "#0e9aa7", "#76d7d8", "#148f94"),
+    ("#9c755f", "#b08a73"),
+)
+# Merged busy blocks: a darker shade of the family, so they read as "many events" not one op.
+BLOCK_COLORS = ("#2f4b6e", "#5f5f5f", "#5e3f80", "#a85a12", "#3a6b33", "#9c8420", "#0c6f78", "#6b4f3f")
+HIGHLIGHT_COLOR = "#ff00aa"
+SELECTION_COLOR = "#000000"
+ROW_PX = 14
+
+_FORMAT_NS = """
+const a = Math.abs(value);
+if (a >= 1e9) return (value / 1e9).toFixed(3) + " s";
+if (a >= 1e6) return (value / 1e6).toFixed(3) + " ms";
+if (a >= 1e3) return (value / 1e3).toFixed(3) + " µs";
+return value.toFixed(0) + " ns";
+"""
+_TICK_NS = """
+// The unit follows the tick spacing, moved up while the numbers would get long (30.54245 s,
+// not 30542450 µs); every tick of a view gets the same unit.
+const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : (Math.abs(tick) || 1);
+const biggest = Math.max(...ticks.map(Math.abs));
+const units = [[1, "ns"], [1e3, "µs"], [1e6, "ms"], [1e9, "s"]];
+let u = 0;
+while (u < 3 && step >= units[u + 1][0]) u++;
+while (u < 3 && biggest / units[u][0] >= 1e4) u++;
+const [scale, unit] = units[u];
+const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
+return (tick / scale).toFixed(digits) + " " + unit;
+"""
+_TOOLTIPS = [("name", "@name"), ("lane", "@lane"), ("start", "@start{custom}"),
+             ("duration", "@dur{custom}"), ("details", "@details"), ("launched by", "@launch")]
+
+
+
+
+def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, families,
+              empty: bool) -> tuple:
+    """The lanes plot; returns (plot, hover tool, y ticker) for the browser code to drive."""
+    pad = span * 0.02
+    x_range = Range1d(0, span, bounds=(-pad, span + pad), min_interval=10)
+    hover = HoverTool(tooltips=_TOOLTIPS, formatters={
+        "@start": CustomJSHover(code=_FORMAT_NS), "@dur": CustomJSHover(code=_FORMAT_NS)})
+    wheel, pan = WheelZoomTool(dimensions="width"), PanTool(dimensions="width")
+    tap = TapTool()
+    plot = figure(x_range=x_range, y_range=Range1d(rows, 0), height=height,
+                  tools=[pan, wheel, BoxZoomTool(), ResetTool(), tap, hover],
+                  toolbar_location="above", name="nbprof_plot", **size)
+    plot.toolbar.active_scroll = wheel
+    plot.toolbar.active_drag = pan
+    plot.xaxis.formatter = CustomJSTickFormatter(code=_TICK_NS)
+    plot.xgrid.grid_line_alpha = 0.4
+    plot.ygrid.visible = False
+    ticker = FixedTicker(ticks=[])
+    plot.yaxis.ticker = ticker
+    plot.yaxis.major_label_text_font_size = "11px"
+    edges = {"left": "left", "right": "right", "bottom": "bottom", "top": "top"}
+    plot.quad(source=sources["bands"], fill_color="#000000", fill_alpha=0.04, line_color=None,
+              level="underlay", **edges)
+    bars = plot.quad(source=sources["rendered"], fill_color="color", line_color=None,
+                     selection_fill_alpha=1.0, nonselection_fill_alpha=1.0, hover_fill_alpha=0.7,
+                     hover_line_color="black", name="nbprof_bars", **edges)
+    hover.renderers = tap.renderers = [bars]
+    plot.quad(source=sources["marks"], fill_color=None, line_color="line_color", line_width=2,
+              **edges)
+    for source, color, width, head in ((sources["links_view"], "#555555", 1, 6),
+                                       (sources["links_focus"], "#d62728", 2, 8)):
+        plot.add_layout(Arrow(source=source, x_start="x0", y_start="y0", x_end="x1", y_end="y1",
+                              line_color=color, line_width=width, line_alpha=0.5 if width == 1 else 1,
+                              end=VeeHead(size=head, fill_color=color, line_color=color)))
+    _add_legend(plot, families)
+    if empty:
+        plot.add_layout(Label(x=span / 2, y=0.5, text="no events recorded", text_align="center",
+                              text_font_size="16px"))
+    return plot, hover, ticker
+
+
+def overview_plot(source, plot, *, span: int, size: dict):
+    """The whole trace in a strip, every lane one line, with a range tool on the main x range."""
+    pad = span * 0.02
+    overview = figure(x_range=Range1d(-pad, span + pad), y_range=Range1d(1, 0), height=70,
+                      tools=[], toolbar_location=None, name="nbprof_overview", **size)
+    overview.quad(source=source, left="left", right="right", bottom="bottom", top="top",
+                  fill_color="color", line_color=None)
+    overview.yaxis.visible = False
+    overview.xaxis.formatter = CustomJSTickFormatter(code=_TICK_NS)
+    overview.grid.visible = False
+    overview.add_tools(RangeTool(x_range=plot.x_range))
+    return overview
+
+
+def _add_legend(plot, families) -> None:
+    items = []
+    for family in sorted(families):
+        # one row of NaNs: nothing drawn in the plot, but the legend has a glyph to sample
+        swatch = plot.quad(left=[float("nan")], right=[float("nan")], bottom=[float("nan")],
+                           top=[float("nan")], fill_color=PALETTES[family][0], line_color=None)
+        items.append(LegendItem(label=FAMILIES[family], renderers=[swatch]))
+    if items:
+        plot.add_layout(Legend(items=items, orientation="horizontal", location="top_left",
+                               label_text_font_size="11px", padding=2, spacing=6), "above")
