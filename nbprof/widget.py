@@ -18,6 +18,9 @@ from .events import Trace
 from .search import events_named, find_events
 
 _bokehjs_loaded = False
+# The summary rows are padded text columns: they line up only in a monospace font.
+_STYLE = ("<style>.nbprof-summary select { font-family: var(--jp-code-font-family, monospace); "
+          "font-size: 12px; } .nbprof-export { width: auto; }</style>")
 
 
 def ensure_bokehjs() -> None:
@@ -126,7 +129,7 @@ class TraceWidget(ipywidgets.VBox):
         toolbar = ipywidgets.HBox([self.search, self.previous, self.next, self.match_count],
                                   layout=ipywidgets.Layout(align_items="center"))
         filters = ipywidgets.HBox([self.lane_filter, self.min_duration])
-        header = [ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else []
+        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
         panes = ipywidgets.Tab([self.details, self.summary])
         panes.set_title(0, "Details")
         panes.set_title(1, "Summary")
@@ -150,8 +153,23 @@ class TraceWidget(ipywidgets.VBox):
         self._match_index = (self._match_index + step) % len(self._matches)
         event_id = int(self._matches[self._match_index])
         self.timeline.select(event_id)
+        self._bring_into_view(event_id)
         self._show_details(event_id)
         self.match_count.value = escape(f"{self._match_index + 1} of {len(self._matches):,}")
+
+    def _bring_into_view(self, event_id: int) -> None:
+        """Pan (keeping the zoom) so the event is in view; zoom out if it is wider than the view."""
+        x_range = self.timeline.plot.x_range
+        # The timeline's x axis counts from its first event, CPU or GPU (timeline/data.py's origin).
+        origin = min(int(column.min()) for column in (self.trace.start_ns, self.trace.gpu_start_ns)
+                     if len(column))
+        start = int(self.trace.start_ns[event_id]) - origin
+        end = int(self.trace.end_ns[event_id]) - origin
+        width = max(x_range.end - x_range.start, (end - start) * 1.2)
+        if x_range.start <= start and end <= x_range.end and width == x_range.end - x_range.start:
+            return
+        middle = (start + end) / 2
+        x_range.update(start=middle - width / 2, end=middle + width / 2)
 
     def show_op(self, name: str) -> None:
         """A summary row was clicked: highlight every event of that op."""

@@ -1,0 +1,225 @@
+"""The quickstart notebook in a real JupyterLab, driven by Playwright and Debian's Chromium: the
+%%cudaprof widget draws its timeline, search counts matches, a summary row highlights its op's
+events, and Export writes the file beside the notebook and delivers a browser download."""
+
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+import nbprof
+from nbprof.chrome_check import check_chrome_trace
+
+pytestmark = pytest.mark.browser
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+NOTEBOOK = "quickstart.ipynb"
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # earlier tabs reopen hidden
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """One JupyterLab on loopback for the module, serving a scratch folder holding a copy of the
+    quickstart notebook (autosave writes outputs into the file it opens)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: `make chromium` installs Debian's Chromium")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "notebooks"
+    root.mkdir()
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    config = base / "config" / "labconfig"
+    config.mkdir(parents=True)
+    # The news pop-up would cover the notebook.
+    (config / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    venv_bin = pathlib.Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{venv_bin}{os.pathsep}{os.environ['PATH']}",  # the kernel's python
+               JUPYTER_CONFIG_DIR=str(base / "config"),
+               JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"))
+    port = _free_port()
+    log = open(base / "lab.log", "w")
+    server = subprocess.Popen(
+        [str(venv_bin / "jupyter"), "lab", "--allow-root", "--no-browser", "--ServerApp.token=",
+         "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", "--ip", "127.0.0.1", "--port", str(port), "--ServerApp.root_dir",
+         str(root)], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not start: {(base / 'lab.log').read_text()[-2000:]}")
+                time.sleep(0.3)
+        # Start the notebook's kernel session up front: Lab then attaches to it instead of asking
+        # which kernel to use (a "Select Kernel" dialog that otherwise shows up at random).
+        request = urllib.request.Request(
+            f"{url}/api/sessions", method="POST", headers={"Content-Type": "application/json"},
+            data=json.dumps({"path": NOTEBOOK, "name": NOTEBOOK, "type": "notebook",
+                             "kernel": {"name": "python3"}}).encode())
+        urllib.request.urlopen(request, timeout=30)
+        yield url, root
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def page(lab, artifacts):
+    from playwright.sync_api import sync_playwright
+
+    url, root = lab
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(f"{url}/lab/tree/{NOTEBOOK}?reset")
+        page.wait_for_selector(f"{PANEL} .jp-Notebook")
+        kernel_dialog = page.locator(".jp-Dialog .jp-mod-accept")
+        if kernel_dialog.count():
+            kernel_dialog.first.click()
+        # the kernel must be idle before Run All, or the first cells may be dropped
+        page.wait_for_selector(f"{PANEL} .jp-Notebook-ExecutionIndicator[data-status='idle']",
+                               state="attached")
+        try:
+            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+            page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
+            page.wait_for_function(_READY_JS, timeout=60_000)
+        except Exception:
+            page.screenshot(path=str(artifacts / "notebook_browser_failed_start.png"))
+            raise
+        page.locator(f"{PANEL} .nbprof-widget").scroll_into_view_if_needed()
+        yield page, root
+        page.screenshot(path=str(artifacts / "notebook_browser_final.png"), full_page=False)
+        browser.close()
+
+
+# The timeline tags its plot "nbprof-ready" once the browser has decoded the events and drawn.
+_READY_JS = """() => (window.Bokeh && Bokeh.documents || []).some(doc =>
+    [...doc.all_models].some(m => (m.tags || []).includes("nbprof-ready")))"""
+
+
+def _source_ids(page, name):
+    """The "event_id" column of a named ColumnDataSource, as the browser has it."""
+    return page.evaluate("""(name) => {
+        for (const doc of Bokeh.documents) {
+            const source = doc.get_model_by_name(name);
+            if (source) return Array.from(source.data.event_id || []);
+        }
+        return null;
+    }""", name)
+
+
+def test_timeline_is_drawn(page, artifacts):
+    page, _ = page
+    widget = page.locator(f"{PANEL} .nbprof-widget").first
+    widget.screenshot(path=str(artifacts / "notebook_widget.png"))
+    drawn = page.evaluate("""() => {
+        for (const doc of Bokeh.documents) {
+            const bars = doc.get_model_by_name("nbprof_rendered");
+            if (bars) return bars.data.left.length;
+        }
+        return 0;
+    }""")
+    assert drawn > 0  # the rendered source holds bars: the timeline drew events
+    canvas_pixels = page.evaluate("""() => {
+        // Bokeh draws inside shadow roots: walk them to find the canvases.
+        const canvases = [];
+        const walk = (node) => {
+            for (const child of node.querySelectorAll('*')) {
+                if (child.tagName === 'CANVAS') canvases.push(child);
+                if (child.shadowRoot) walk(child.shadowRoot);
+            }
+        };
+        walk(document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .nbprof-widget'));
+        let inked = 0;
+        for (const canvas of canvases) {
+            const ctx = canvas.getContext('2d'); if (!ctx || !canvas.width) continue;
+            const pixels = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+            for (let i = 0; i < pixels.length; i += 4) if (pixels[i + 3] && pixels[i] < 200) inked++;
+        }
+        return inked;
+    }""")
+    assert canvas_pixels > 1000
+
+
+def test_search_updates_the_match_count_and_highlights(page, artifacts):
+    page, _ = page
+    search = page.locator(f"{PANEL} .nbprof-search input").first
+    search.fill("")
+    search.type("relu", delay=30)
+    count = page.locator(f"{PANEL} .nbprof-match-count").first
+    count.locator("text=/\\d+ events/").wait_for()
+    matches = int(count.inner_text().split()[0].replace(",", ""))
+    assert matches > 0
+    page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === {matches}")
+    search.fill("^aten::addmm$")  # a regex: 3 Linear layers x 3 training steps
+    count.locator("text='9 events'").wait_for()
+    page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === 9")
+    page.locator(f"{PANEL} .nbprof-widget button[title='next match']").first.click()
+    count.locator("text='1 of 9'").wait_for()
+    page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_search.png"))
+
+
+_SOURCE_LEN_JS = """((name) => { for (const doc of Bokeh.documents) { const s = doc.get_model_by_name(name);
+    if (s) return (s.data.event_id || []).length; } return -1; })"""
+
+
+def test_clicking_a_summary_row_highlights_that_ops_events(page, artifacts):
+    page, _ = page
+    page.locator(f"{PANEL} .nbprof-widget .lm-TabBar-tab:has-text('Summary')").first.click()
+    rows = page.locator(f"{PANEL} .nbprof-summary select").first
+    option = rows.locator("option", has_text="aten::addmm").first
+    option.click()
+    count = page.locator(f"{PANEL} .nbprof-match-count").first
+    count.locator("text=/events of aten::addmm/").wait_for()
+    expected = int(count.inner_text().split()[0].replace(",", ""))
+    assert expected == 9  # 3 Linear layers x 3 training steps
+    page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === {expected}")
+    page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_summary_click.png"))
+
+
+def test_export_writes_beside_the_notebook_and_downloads(page, artifacts, tmp_path):
+    page, root = page
+    before = set(root.glob("*.json.gz"))
+    with page.expect_download(timeout=60_000) as download_info:
+        page.locator(f"{PANEL} .nbprof-export").first.click()
+    download = download_info.value
+    assert download.suggested_filename == "trace.json.gz"  # named after -o trace
+    downloaded = tmp_path / download.suggested_filename
+    download.save_as(downloaded)
+    status = page.locator(f"{PANEL} .nbprof-export-status").first
+    status.locator("text=/Wrote/").wait_for()
+    assert "ui.perfetto.dev" in status.inner_text()
+    written = set(root.glob("*.json.gz")) - before
+    assert [path.name for path in written] == ["trace.json.gz"]
+    assert downloaded.read_bytes() == (root / "trace.json.gz").read_bytes()
+    assert check_chrome_trace(str(downloaded)) == []
+    trace = nbprof.load(downloaded)
+    assert len(trace) > 100 and "aten::addmm" in trace.names
+    page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_export.png"))

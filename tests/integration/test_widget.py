@@ -1,0 +1,96 @@
+"""nbprof.widget on a real recording, driven from Python as the browser's events would drive it."""
+
+import numpy as np
+import pytest
+import torch
+
+import nbprof
+from nbprof.chrome_check import check_chrome_trace
+
+
+@pytest.fixture(scope="module")
+def trace():
+    with nbprof.profile(record_shapes=True) as prof:
+        x = torch.ones(8, 8)
+        for _ in range(30):
+            x = torch.relu(x @ x / 8 + 1)
+    return prof.trace
+
+
+def test_search_counts_highlights_and_steps_through_matches(trace):
+    widget = nbprof.widget(trace, name="steps")
+    widget.search.value = "^aten::relu$"  # what typing in the box does
+    assert widget.match_count.value == "30 events"
+    assert len(widget.timeline.highlighted.data["event_id"]) == 30
+    widget.next.click()
+    widget.next.click()
+    assert widget.match_count.value == "2 of 30"
+    second = widget.timeline.selection.data["event_id"][0]
+    assert trace.names[trace.name_id[second]] == "aten::relu"
+    assert "aten::relu" in widget.details.value and widget.panes.selected_index == 0
+    x_range = widget.timeline.plot.x_range
+    origin = int(trace.start_ns.min())
+    assert x_range.start <= trace.start_ns[second] - origin <= x_range.end  # brought into view
+    widget.previous.click()
+    widget.previous.click()
+    assert widget.match_count.value == "30 of 30"  # wraps around
+    widget.search.value = ""
+    assert widget.timeline.highlighted.data["event_id"] == [] and widget.match_count.value == ""
+
+
+def test_summary_is_sortable_and_a_row_highlights_its_op(trace):
+    widget = nbprof.widget(trace)
+    widget.summary.sort.value = "count"
+    counts = [int(label.split()[-1]) for label, _ in widget.summary.rows.options]
+    assert counts == sorted(counts, reverse=True)
+    widget.summary.rows.value = "aten::matmul"  # a click on the row
+    ids = widget.timeline.highlighted.data["event_id"]
+    assert len(ids) == 30 and {trace.names[trace.name_id[i]] for i in ids} == {"aten::matmul"}
+    assert widget.match_count.value == "30 events of aten::matmul"
+
+
+def test_a_tap_on_the_timeline_shows_the_details(trace):
+    widget = nbprof.widget(trace)
+    matmul = int(np.flatnonzero(trace.name_id == trace.names.index("aten::matmul"))[0])
+    widget.timeline.selection.data = {"event_id": [matmul], "kind": ["cpu"]}  # as the browser sets it
+    assert "aten::matmul" in widget.details.value and "[8, 8]" in widget.details.value
+    assert widget.panes.selected_index == 0
+
+
+def test_filters_reach_the_timeline(trace):
+    widget = nbprof.widget(trace)
+    lane = widget.lane_filter.options[0]
+    widget.min_duration.value = 2.5
+    assert widget.timeline.filter.data["min_duration_ns"][0] == 2500
+    widget.lane_filter.value = ()
+    assert widget.timeline.filter.data["lane_visible"] == [False] * len(widget.lane_filter.options)
+    widget.lane_filter.value = (lane,)
+    assert widget.timeline.filter.data["lane_visible"][0] is True
+
+
+def test_export_writes_a_valid_chrome_trace_without_overwriting(trace, tmp_path):
+    widget = nbprof.widget(trace, name="cell", export_dir=tmp_path)
+    widget.export.button.click()
+    widget.export.button.click()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cell-2.json.gz", "cell.json.gz"]
+    assert check_chrome_trace(str(tmp_path / "cell.json.gz")) == []
+    assert len(nbprof.load(tmp_path / "cell.json.gz")) == len(trace)
+    assert "ui.perfetto.dev" in widget.export.status.value
+
+
+def test_export_to_a_missing_folder_says_so_in_the_widget(trace, tmp_path):
+    widget = nbprof.widget(trace, name="cell", export_dir=tmp_path / "gone")
+    widget.export.button.click()  # must not raise
+    assert "Could not write" in widget.export.status.value
+    assert "sent" in widget.export.status.value  # the browser download still goes out
+
+
+def test_the_display_bundle_has_a_text_fallback(trace):
+    bundle = nbprof.widget(trace)._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "aten::matmul" in bundle["text/plain"] and "aten::matmul" in bundle["text/html"]
+
+
+def test_widget_refuses_what_is_not_a_trace():
+    with pytest.raises(TypeError, match="needs an nbprof.Trace"):
+        nbprof.widget({"traceEvents": []})
