@@ -130,3 +130,21 @@ def test_cuda_event_op_intervals_sit_below_kernels_one_row_per_op_depth():
     assert lanes.labels == ["main (1)", "GPU 0 stream 7"]
     gpu_subs = lanes.row_sub[lanes.gpu_row].tolist()
     assert gpu_subs == [1, 2, 0]  # linear's interval, mm's interval (deeper), the kernel on top
+
+
+def test_browser_code_is_found_where_a_wheel_puts_it(tmp_path):
+    # A wheel holds js/ as nbprof/js (pyproject's force-include); no source tree beside it.
+    import pathlib
+    import shutil
+    import subprocess
+    import sys
+
+    root = pathlib.Path(nbprof.__file__).resolve().parents[1]
+    site = tmp_path / "site"
+    shutil.copytree(root / "nbprof", site / "nbprof", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(root / "js", site / "nbprof" / "js")
+    code = ("import nbprof.timeline.jsfiles as j, pathlib; print(j.read_js('timeline.js') == "
+            "(pathlib.Path(j.__file__).parents[1] / 'js' / 'timeline.js').read_text())")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, env={"PYTHONPATH": str(site), "PATH": ""})
+    assert done.stdout.strip() == "True", done.stderr
