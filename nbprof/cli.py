@@ -12,6 +12,7 @@ import argparse
 import pathlib
 import runpy
 import sys
+import traceback
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,6 +69,10 @@ def _run(options, script_args: list[str]) -> int:
             runpy.run_path(str(script), run_name="__main__")
     except SystemExit as stop:  # the script's own exit: keep its status, still write the page
         exit_code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except Exception:  # the script failed: say where (its traceback), then show what ran before
+        traceback.print_exc()
+        print("nbprof: the script raised; the page shows what ran before it", file=sys.stderr)
+        exit_code = 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     trace = prof.trace

@@ -57,3 +57,13 @@ def test_run_profiles_a_script_with_its_arguments(tmp_path, capsys):
 def test_run_of_a_missing_script_says_so(tmp_path, capsys):
     assert main(["run", str(tmp_path / "missing.py"), "-o", str(tmp_path / "p.html")]) == 2
     assert "missing.py" in capsys.readouterr().err
+
+
+def test_run_of_a_failing_script_still_writes_what_ran(tmp_path, capsys):
+    script = tmp_path / "fails.py"
+    script.write_text("import torch\nx = torch.ones(4) + 1\nraise ValueError('bad batch')\n")
+    page = tmp_path / "page.html"
+    assert main(["run", str(script), "-o", str(page)]) == 1
+    err = capsys.readouterr().err
+    assert "ValueError: bad batch" in err and "shows what ran before" in err
+    assert page.is_file()
