@@ -79,11 +79,30 @@ def _flag_column(kind, method_name: str, events) -> np.ndarray:
     return np.fromiter(map(method, events), np.bool_, len(events))
 
 
+UNDECODABLE_NAME = "<name not valid UTF-8>"
+
+
+def _names(kind, events) -> list:
+    try:
+        return list(map(kind.name, events))
+    except UnicodeDecodeError:
+        pass
+    # torch 2.13's Python tracer (with_stack) hands out a few hundred names in a million that
+    # are not valid UTF-8, and name() then raises: keep the event, say why its name is missing.
+    names = []
+    for event in events:
+        try:
+            names.append(event.name())
+        except UnicodeDecodeError:
+            names.append(UNDECODABLE_NAME)
+    return names
+
+
 def read_records(events, *, record_shapes=False, with_stack=False,
                  gpu_fallback=False) -> CpuRecords:
     """Columns from a list of ``_KinetoEvent`` (or anything with the same methods)."""
     kind = type(events[0]) if len(events) else _KinetoEvent
-    names = list(map(kind.name, events))
+    names = _names(kind, events)
     start_ns = _int_column(kind.start_ns, events)
     end_ns = _int_column(kind.end_ns, events)
     tid = _int_column(kind.device_resource_id, events)
