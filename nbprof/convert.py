@@ -114,7 +114,7 @@ def python_stacks(trace: Trace) -> dict:
     """Each op's Python stack, innermost frame first, from the Python-function events that
     enclose it (with_stack records Python calls as events, as torch.profiler does)."""
     python = CPU_CATEGORIES.index("python_function")
-    frames: dict[int, tuple] = {}  # row -> stack of the Python frames enclosing it, itself included
+    frames: dict[int, tuple] = {}  # row -> the Python frames around it (itself, if Python)
     stacks = {}
     names, parents, categories = trace.names, trace.parent, trace.category
     for row in range(len(trace)):  # parents come before their children in start order

@@ -6,4 +6,6 @@ objects); :mod:`nbprof.convert` turns those into a :class:`nbprof.Trace`.
 - :mod:`.kineto_cpu`: Kineto's CPU profiling with every thread recorded (no GPU).
 - :mod:`.cuda_events`: the seed's mechanism, a CUDA event pair per op (legacy profiler,
   ``ProfilerState.CUDA``), with the Kineto duration-only fallback where a torch lacks it.
+- :mod:`.quiet`: keeps Kineto's USDT start/stop lines out of stderr (a notebook shows them red).
+- :mod:`.threads`: names of the OS threads that ran ops, including threads that ended early.
 """
