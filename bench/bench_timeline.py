@@ -118,6 +118,11 @@ def browse(browser, path: pathlib.Path, ready: str) -> dict:
     page.goto(path.as_uri(), timeout=300_000)
     page.wait_for_function(ready, timeout=300_000, polling=50)
     result = {"ready_s": page.evaluate(AFTER_PAINT) / 1000, "glyphs": page.evaluate(GLYPHS)}
+    timings = page.evaluate("() => { const r = Bokeh.documents[0].get_model_by_name('nbprof_rendered');"
+                            " return r ? r.__nbprof.timings : null; }")
+    if timings:
+        print(f"  nbprof first view of {path.name}: " +
+              ", ".join(f"{key} {value:.0f}" for key, value in timings.items()))
     result["zoom_s"] = page.evaluate(STEP, ["zoom"])
     result["pan_s"] = page.evaluate(STEP, ["pan"])
     result["zoom2_s"] = page.evaluate(STEP, ["zoom"])

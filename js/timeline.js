@@ -415,10 +415,16 @@ function dispatch(S) {
   let S = rendered.__nbprof;
   if (!S) {
     S = rendered.__nbprof = {ready: false, minDuration: 0};
+    const started = performance.now();
     inflateBase64(packed).then((bytes) => {
+      const inflated = performance.now();
       decode(S, bytes);
+      const decoded = performance.now();
       S.ready = true;
       redrawAll(S);
+      // where the first view's time went (the benchmark reads it)
+      S.timings = {inflate_ms: inflated - started, decode_ms: decoded - inflated,
+                   first_draw_ms: performance.now() - decoded};
       watchResize(S);
       // A model property that tests and the notebook widget can wait on.
       plot.tags = [...plot.tags.filter((t) => t !== "nbprof-ready"), "nbprof-ready"];
