@@ -26,7 +26,7 @@ _LAZY = {
     "TraceFormatError": "chrome",
     "timeline": "timeline",
     "save_html": "timeline",
-    "widget": "widget",
+    "widget": "trace_widget",  # not "widget": importing a submodule of that name would shadow the function
 }
 
 

@@ -161,7 +161,7 @@ def publish(shell, trace, options, note: str | None = None) -> None:
     if not options.no_display:
         from IPython.display import display
 
-        from .widget import widget
+        from .trace_widget import widget
 
         name = options.variable or time.strftime("cudaprof-%Y%m%d-%H%M%S")
         display(widget(trace, name=name, sort_by=options.sort, note=note))

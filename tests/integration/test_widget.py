@@ -94,3 +94,12 @@ def test_the_display_bundle_has_a_text_fallback(trace):
 def test_widget_refuses_what_is_not_a_trace():
     with pytest.raises(TypeError, match="needs an nbprof.Trace"):
         nbprof.widget({"traceEvents": []})
+
+
+def test_nbprof_widget_stays_the_function_after_the_magic_imported_its_module():
+    import importlib
+
+    importlib.import_module("nbprof.trace_widget")  # what %%cudaprof does
+    from nbprof.magic import publish  # noqa: F401
+
+    assert callable(nbprof.widget) and nbprof.widget.__name__ == "widget"

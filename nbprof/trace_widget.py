@@ -1,6 +1,9 @@
 """``nbprof.widget(trace)``: the timeline in an ipywidgets box with search, filters, details, the
 summary table and an Export button. What ``%%cudaprof`` displays under a cell.
 
+Named trace_widget, not widget: importing a submodule ``nbprof.widget`` would replace the function
+``nbprof.widget`` on the package with the module.
+
 The panes' contents come from pure modules (search.py, details.py, analysis.py); this module only
 wires widgets to them and to the Timeline (timeline/, the only place that builds Bokeh models).
 """
