@@ -7,7 +7,7 @@ Load runs first, before torch is imported (see main).
    the size of nbprof's .json over its .json.gz (target >= 8).
 2. ``nbprof.load`` of ../shared/traces/gpu_training_step_68k.json.gz against a bare
    ``json.load(gzip.open(...))`` of the same file (target: ratio <= 1.5), and how nbprof's time
-   splits between parsing (gunzip + orjson) and turning the JSON into a Trace.
+   splits between parsing (gunzip + msgspec) and turning the JSON into a Trace.
 
 Each figure is the median of --rounds interleaved rounds (the machine is shared and noisy).
 Usage: .venv/bin/python bench/bench_chrome.py [--rounds N]
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import nbprof  # noqa: E402
 from nbprof.chrome import export_chrome_trace  # noqa: E402
-from nbprof.chrome_read import paused_gc, read_json  # noqa: E402
+from nbprof.chrome_read import paused_gc, read_trace  # noqa: E402
 
 ADD_OPS = 20_000
 TRACE_68K = ROOT.parent / "shared" / "traces" / "gpu_training_step_68k.json.gz"
@@ -108,7 +108,7 @@ def bench_load(rounds: int) -> None:
 
     def parse_only():
         with paused_gc():
-            read_json(TRACE_68K)
+            read_trace(TRACE_68K)
 
     nbprof.load(TRACE_68K)  # warm: imports, numba's cached functions
     times = {"json.load": [], "nbprof.load": [], "parse": [], "json.load, no GC": []}
@@ -128,7 +128,7 @@ def bench_load(rounds: int) -> None:
           f"nbprof.load/json.load = {ratio:.2f}x (target <= 1.5x)")
     print(f"   stricter, json.load with the garbage collector paused (as nbprof.load runs): "
           f"{bare_no_gc:.3f} s: nbprof.load/json.load = {strict:.2f}x")
-    print(f"   nbprof.load = parsing (gunzip + orjson) {parse:.3f} s + converting to a Trace "
+    print(f"   nbprof.load = parsing (gunzip + msgspec) {parse:.3f} s + converting to a Trace "
           f"{load - parse:.3f} s ({(load - parse) / bare:.2f}x of json.load)")
 
 

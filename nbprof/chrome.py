@@ -16,8 +16,7 @@ from operator import eq
 from .chrome_export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
 from .chrome_kineto import KinetoLoad
 from .chrome_load import NbprofLoad, nbprof_block
-from .chrome_read import (TraceFormatError, paused_gc, phases_of, read_json, trace_events,
-                          x_slices)
+from .chrome_read import TraceFormatError, paused_gc, phases_of, read_trace, x_slices
 from .events import Trace
 
 __all__ = ["TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict", "export_chrome_trace",
@@ -34,12 +33,11 @@ def load(path) -> Trace:
 
 
 def _load(path: pathlib.Path) -> Trace:
-    data = read_json(path)
-    events = trace_events(data, path)
+    data, events = read_trace(path)
     block = nbprof_block(data)
     if not events and block is None:
         raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")
-    phases = phases_of(events, path)
+    phases = phases_of(events)
     slices = x_slices(events, phases, path)
     # compress/map/eq run in C: a tenth of a comprehension's time over ~10^5 events.
     metadata = list(compress(events, map(eq, phases, repeat("M"))))

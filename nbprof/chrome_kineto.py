@@ -17,8 +17,8 @@ class KinetoLoad(Load):
         self.process_names, self.process_labels, self.thread_names = {}, {}, {}
         self.process_sort, self.thread_sort = {}, {}
         for event in metadata:
-            args, pid = event.get("args") or {}, event.get("pid")
-            kind = event.get("name")
+            args, pid, kind = event.args, event.pid, event.name
+            args = args if isinstance(args, dict) else {}
             if kind == "process_name":
                 self.process_names[pid] = str(args.get("name", ""))
             elif kind == "process_labels":
@@ -26,9 +26,9 @@ class KinetoLoad(Load):
             elif kind == "process_sort_index":
                 self.process_sort[pid] = args.get("sort_index")
             elif kind == "thread_name":  # the last name given wins (Kineto renames threads)
-                self.thread_names[(pid, event.get("tid"))] = str(args.get("name", ""))
+                self.thread_names[(pid, event.tid)] = str(args.get("name", ""))
             elif kind == "thread_sort_index":
-                self.thread_sort[(pid, event.get("tid"))] = args.get("sort_index")
+                self.thread_sort[(pid, event.tid)] = args.get("sort_index")
         self.pid_ids: dict = {}  # the file's pid -> an int pid (set with the threads)
 
     def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table):
@@ -77,8 +77,7 @@ class KinetoLoad(Load):
         # For files whose slices lack correlation ids. A flow's s sits at its runtime slice's
         # ts on the same thread, its f at the GPU slice's ts on the same stream: both ends are
         # matched on (pid, tid, ts) exactly. A flow with one end missing links nothing.
-        flows = [event for event in flows
-                 if str(event.get("cat", "")).lower() in FLOW_CATEGORIES]
+        flows = [event for event in flows if str(event.cat).lower() in FLOW_CATEGORIES]
         s = self.slices
         ts = s.ts.tolist()
         # Keyed by where a flow's f lands; a kernel and an annotation starting together on one
@@ -91,14 +90,12 @@ class KinetoLoad(Load):
         unlinked = {key: index for key, index in landing.items() if launch[index] == NO_ID}
         gpu_row_of_flow = {}
         for end in flows:
-            if end.get("ph") == "f":
-                gpu_row = unlinked.get((end.get("pid"), end.get("tid"), _float(end.get("ts"))))
+            if end.ph == "f":
+                gpu_row = unlinked.get((end.pid, end.tid, _float(end.ts)))
                 if gpu_row is not None:
-                    gpu_row_of_flow[end.get("id")] = gpu_row
-        wanted = {(start.get("pid"), start.get("tid"), _float(start.get("ts"))):
-                  gpu_row_of_flow[start.get("id")]
-                  for start in flows
-                  if start.get("ph") == "s" and start.get("id") in gpu_row_of_flow}
+                    gpu_row_of_flow[end.id] = gpu_row
+        wanted = {(start.pid, start.tid, _float(start.ts)): gpu_row_of_flow[start.id]
+                  for start in flows if start.ph == "s" and start.id in gpu_row_of_flow}
         if not wanted:
             return
         for index, row in enumerate(cpu_rows.tolist()):
