@@ -5,7 +5,8 @@
 - One ``X`` per CPU event on its thread's lane; its args carry the event's sparse args, its
   shapes (``"Input Dims"``, Kineto's key) and its stack (``"Call stack"``).
 - GPU intervals go on one "CUDA" process, one tid per (device, stream); their args always say
-  ``device`` and ``stream`` (as Kineto's do) plus whatever the trace knows (grid, block, ...).
+  ``device`` and ``stream`` (as Kineto's do) plus whatever the trace knows (grid, block, ...);
+  where the args already hold a device or stream (a loaded Kineto trace), theirs is kept.
 - A flow per launch: ``s`` at the launching event's start on its lane, ``f`` with
   ``"bp": "e"`` at the GPU slice's start, sharing one id (Kineto's ``ac2g`` category).
 - Slices that would overlap without nesting on one lane go to an extra lane (see chrome_lanes).
@@ -215,7 +216,7 @@ def _gpu_slices(trace: Trace, lanes: _Lanes) -> list[dict]:
     cats = kind_category[trace.gpu_kind].tolist()
     gpu_args = trace.gpu_args
     return [{"ph": "X", "cat": cat, "name": name, "pid": lanes.pid, "tid": tid, "ts": ts,
-             "dur": dur, "args": {**gpu_args.get(row, {}), "device": device, "stream": stream}}
+             "dur": dur, "args": {"device": device, "stream": stream, **gpu_args.get(row, {})}}
             for row, (cat, name, tid, ts, dur, device, stream) in enumerate(zip(
                 cats, names, lanes.tid.tolist(), _micros(trace.gpu_start_ns),
                 _micros(trace.gpu_end_ns - trace.gpu_start_ns), trace.gpu_device.tolist(),

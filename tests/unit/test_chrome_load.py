@@ -170,6 +170,15 @@ def test_overlapping_slices_on_one_thread_load_and_export_validly(tmp_path):
     assert span.cpu_interval.elapsed_ns() == 200_250 and span.thread.name == "Profiler"
 
 
+def test_the_bare_list_form_loads_too(tmp_path):
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps([cpu("aten::add", 1.5, 2.25), cpu("aten::mul", 5, 1)]))
+    trace = nbprof.load(path)
+    assert [(e.name, e.cpu_interval) for e in trace.events] == [
+        ("aten::add", nbprof.Interval(500, 2750)), ("aten::mul", nbprof.Interval(4000, 5000))]
+    assert trace.meta["base_time_ns"] == 1000  # the whole µs at or before the first slice
+
+
 BAD_EVENTS = [
     ([cpu("ok", 0, 1), {"ph": "X", "name": "no_dur", "pid": 1, "tid": 1, "ts": 3}],
      r"event 1 \(X 'no_dur'\) has no 'dur'"),
@@ -194,6 +203,7 @@ def test_unreadable_files_raise_trace_format_error(tmp_path, shared_traces):
         "missing.json": (None, "no such file"),
         "garbage.json": (b"{not json", "not valid JSON"),
         "no_events.json": (b'{"schemaVersion": 1}', "no 'traceEvents' list"),
+        "events_not_a_list.json": (b'{"traceEvents": 5}', "no 'traceEvents' list"),
         "empty.json": (b'{"traceEvents": []}', "'traceEvents' is empty"),
         "truncated.json.gz": (
             (shared_traces / "gpu_alexnet_kineto.json.gz").read_bytes()[:5000],
