@@ -103,3 +103,14 @@ def test_nbprof_widget_stays_the_function_after_the_magic_imported_its_module():
     from nbprof.magic import publish  # noqa: F401
 
     assert callable(nbprof.widget) and nbprof.widget.__name__ == "widget"
+
+
+def test_an_empty_trace_still_makes_a_widget():
+    from nbprof.events import Trace
+
+    widget = nbprof.widget(Trace.empty())
+    assert "0 events" in widget._repr_mimebundle_()["text/plain"]
+    widget.search.value = "anything"
+    assert widget.match_count.value == "no matches"
+    widget.next.click()  # nothing to step through: no error
+    assert widget.summary.rows.options == ()

@@ -1,0 +1,26 @@
+"""%%cudaprof on a real GPU: the trace and the widget carry per-op GPU intervals (CUDA events)."""
+
+import pytest
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
+
+pytestmark = pytest.mark.gpu
+
+
+def test_profiled_gpu_cell_has_gpu_intervals_in_the_trace_and_the_details():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "nbprof")
+    with capture_output() as out:
+        result = shell.run_cell("%%cudaprof -o gpu_trace\nimport torch\n"
+                                "a = torch.randn(1024, 1024, device='cuda')\nb = (a @ a).relu().sum()")
+    assert result.success, result.error_in_exec
+    assert out.stderr == ""
+    trace = shell.user_ns["gpu_trace"]
+    assert trace.has_gpu and trace.meta["backend"] == "cuda-events"
+    mm = [i for i in range(len(trace)) if trace.names[trace.name_id[i]] == "aten::mm"]
+    assert mm and trace.event(mm[0]).kernels  # the matmul got its GPU interval
+    from nbprof.details import details_html
+
+    assert "stream" in details_html(trace, mm[0])
+    widget = next(o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data)
+    assert "CUDA total" in widget.data["text/plain"]
