@@ -31,13 +31,15 @@ def _gaps_within_rows(start: np.ndarray, end: np.ndarray, first_of_row: np.ndarr
 
 def _detail_texts(trace: Trace) -> tuple[dict[int, str], dict[int, str]]:
     """Hover text for the events the trace knows more about: shapes, grid and block, bytes.
-    These are sparse Python dicts already, so one pass over their entries."""
+    These are sparse Python dicts already, so one pass over their entries. Per-event ids
+    (correlation) are left out: unique per kernel, they would make every text its own entry in
+    the page's text table."""
     cpu = {row: f"shapes: {shapes}" for row, shapes in trace.shapes.items() if shapes}
     gpu = {}
     for row, args in trace.gpu_args.items():
         if not args:
             continue
-        parts = [f"{key}: {args[key]}" for key in ("grid", "block", "bytes", "correlation")
+        parts = [f"{key}: {args[key]}" for key in ("grid", "block", "bytes")
                  if key in args]
         if parts:
             gpu[row] = " · ".join(parts)
