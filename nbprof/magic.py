@@ -146,7 +146,7 @@ def publish(shell, trace, options, note: str | None = None) -> None:
     """Store, print, export and display the trace, as the options say."""
     if options.variable:
         shell.user_ns[options.variable] = trace
-    if options.repeat > 1:
+    if options.repeat > 1 and (options.table or options.no_display):  # else the widget shows it
         from .repeats import repeat_table
 
         print(repeat_table(trace, row_limit=options.row_limit))

@@ -56,6 +56,12 @@ def _summary_label(row, width: int) -> str:
             f"{format_us(row.cuda_time_total):>11} {row.count:>8}")
 
 
+def _per_run_text(trace: Trace) -> str | None:
+    from .repeats import repeat_table, run_windows
+
+    return repeat_table(trace, row_limit=-1) if len(run_windows(trace)[0]) else None
+
+
 class SummaryTable(ipywidgets.VBox):
     """Key averages as a list of rows, sortable by any key; ``on_pick(name)`` when a row is clicked."""
 
@@ -133,10 +139,13 @@ class TraceWidget(ipywidgets.VBox):
                                   layout=ipywidgets.Layout(align_items="center"))
         filters = ipywidgets.HBox([self.lane_filter, self.min_duration])
         header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
-        panes = ipywidgets.Tab([self.details, self.summary])
-        panes.set_title(0, "Details")
-        panes.set_title(1, "Summary")
-        panes.selected_index = 1
+        self.per_run = _per_run_text(trace)  # %%cudaprof --repeat: mean / min / max per op
+        panes = ipywidgets.Tab([self.details, self.summary] + (
+            [ipywidgets.HTML(f"<pre class='nbprof-per-run'>{escape(self.per_run)}</pre>")]
+            if self.per_run else []))
+        for index, title in enumerate(("Details", "Summary", "Per run")[:len(panes.children)]):
+            panes.set_title(index, title)
+        panes.selected_index = len(panes.children) - 1
         self.panes = panes
         super().__init__([*header, toolbar, filters, self.plot, panes, self.export])
         self.add_class("nbprof-widget")
@@ -208,6 +217,8 @@ class TraceWidget(ipywidgets.VBox):
         widgets (a saved notebook on GitHub, an HTML export, a terminal)."""
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         table = self.trace.table(sort_by=self.summary.sort.value)
+        if self.per_run:
+            table = f"{self.per_run}\n\n{table}"
         note = ("nbprof timeline: the interactive widget needs a running Jupyter kernel. "
                 f"{len(self.trace):,} events, {len(self.trace.gpu_start_ns):,} GPU intervals.")
         bundle["text/plain"] = f"{note}\n{table}"

@@ -166,3 +166,11 @@ def test_no_files_are_written_unless_asked(shell, tmp_path):
     finally:
         shell.run_line_magic("cd", "-")
     assert result.success and set(os.listdir(tmp_path)) == before
+
+
+def test_repeat_shows_the_per_run_summary_in_the_widget(shell):
+    result, out = run(shell, "%%cudaprof --repeat 2\nv = torch.ones(4).mul(2)")
+    assert result.success
+    assert "over 2 runs" not in out.stdout  # not printed twice: the widget holds it
+    widget = next(o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data)
+    assert "over 2 runs" in widget.data["text/plain"] and "aten::mul" in widget.data["text/plain"]
