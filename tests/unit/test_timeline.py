@@ -148,3 +148,17 @@ def test_browser_code_is_found_where_a_wheel_puts_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, env={"PYTHONPATH": str(site), "PATH": ""})
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_an_op_keeps_its_colour_across_traces():
+    from nbprof.timeline.data import encode_events
+
+    def hash_of(names, name):
+        trace = Trace.build(start_ns=range(len(names)), end_ns=range(1, len(names) + 1),
+                            thread=[0] * len(names), name_id=range(len(names)), names=names,
+                            threads=[(1, 1, "main")])
+        _, info = encode_events(trace, build_lanes(trace))
+        return info["name_hash"][info["names"].index(name)]
+
+    assert hash_of(["aten::mm", "aten::add"], "aten::mm") == hash_of(["x", "y", "aten::mm"], "aten::mm")
+    assert hash_of(["aten::mm", "aten::add"], "aten::mm") != hash_of(["aten::mm", "aten::add"], "aten::add")
