@@ -1,13 +1,14 @@
 """Chrome export and load, side by side in one run (bench/RESULTS.md, "Core: Chrome export and load").
 
-Load runs first, before torch is imported (see main).
-1. Export of ~100k events: 20k ``x = x + 1`` recorded by torch.profiler (CPU only) and exported
+1. ``nbprof.load`` of ../shared/traces/gpu_training_step_68k.json.gz against a bare
+   ``json.load(gzip.open(...))`` of the same file (target: ratio <= 1.5), also against json.load
+   with the garbage collector paused (as nbprof.load runs), and how nbprof's time splits
+   between parsing (gunzip + msgspec) and turning the JSON into a Trace. It runs first, before
+   torch is imported (see main).
+2. Export of ~100k events: 20k ``x = x + 1`` recorded by torch.profiler (CPU only) and exported
    with torch's own ``prof.export_chrome_trace``, against the same block recorded by
    nbprof.profile and exported by nbprof, to .json and to .json.gz (target: ratio <= 1.0), and
    the size of nbprof's .json over its .json.gz (target >= 8).
-2. ``nbprof.load`` of ../shared/traces/gpu_training_step_68k.json.gz against a bare
-   ``json.load(gzip.open(...))`` of the same file (target: ratio <= 1.5), and how nbprof's time
-   splits between parsing (gunzip + msgspec) and turning the JSON into a Trace.
 
 Each figure is the median of --rounds interleaved rounds (the machine is shared and noisy).
 Usage: .venv/bin/python bench/bench_chrome.py [--rounds N]
@@ -82,7 +83,7 @@ def bench_export(rounds: int, folder: str) -> None:
             ratios[suffix].append(nbprof_s / torch_s)
             seconds[suffix][0].append(torch_s)
             seconds[suffix][1].append(nbprof_s)
-    print(f"1. Export of {len(trace):,} nbprof events vs torch's {torch_events:,} X events "
+    print(f"2. Export of {len(trace):,} nbprof events vs torch's {torch_events:,} X events "
           f"(20k x = x + 1, CPU only), median of {rounds} rounds:")
     for suffix, values in ratios.items():
         torch_s, nbprof_s = (statistics.median(v) for v in seconds[suffix])
@@ -122,7 +123,7 @@ def bench_load(rounds: int) -> None:
                                                      times["json.load, no GC"]))
     bare, load, parse, bare_no_gc = (statistics.median(times[key]) for key in times)
     trace = nbprof.load(TRACE_68K)
-    print(f"2. Load of {TRACE_68K.name} ({len(trace):,} events, {len(trace.kernels):,} GPU "
+    print(f"1. Load of {TRACE_68K.name} ({len(trace):,} events, {len(trace.kernels):,} GPU "
           f"intervals), median of {rounds} rounds:")
     print(f"   gzip.open + json.load {bare:.3f} s, nbprof.load {load:.3f} s: "
           f"nbprof.load/json.load = {ratio:.2f}x (target <= 1.5x)")

@@ -46,6 +46,7 @@ GPU_CATEGORY_KIND = {
 RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
 
+
 def nbprof_block(data) -> dict | None:
     """The "nbprof" block of one of nbprof's own exports, or None for any other file."""
     block = data.get("nbprof") if isinstance(data, dict) else None
@@ -59,18 +60,36 @@ class Load:
         self.slices = slices
         self.notes: list[str] = []
 
-    # -- hooks for the two formats -------------------------------------------------------------
-    def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table) -> np.ndarray: ...
-    def origin_us(self) -> float: ...
+    # -- what each format says its own way (NbprofLoad, chrome_kineto.KinetoLoad) -------------
+    def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table) -> np.ndarray:
+        """Which slices are GPU intervals (the rest are CPU events)."""
+        raise NotImplementedError
+
+    def origin_us(self) -> float:
+        """The µs value that becomes time 0."""
+        raise NotImplementedError
+
     def thread_table(self, distinct: list) -> tuple[list, list]:
         """For the distinct (pid, tid) pairs of the CPU slices: each one's thread index, and
         the threads table."""
-    def categories(self) -> list: return []
-    def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows) -> np.ndarray: ...
-    def meta(self, base_ns: int) -> dict: ...
+        raise NotImplementedError
+
+    def categories(self) -> list:
+        """Categories that come first in the table, in this order."""
+        return []
+
+    def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows) -> np.ndarray:
+        """Per GPU row (in ``gpu_rows``' order), the launching event's index into ``cpu_rows``
+        (the sorted CPU rows: the event ids), or NO_ID."""
+        raise NotImplementedError
+
+    def meta(self, base_ns: int) -> dict:
+        raise NotImplementedError
 
     # -- the shared part --------------------------------------------------------------------
-    def trace(self, flows, skipped: int) -> Trace:
+    def trace(self, flows: list, skipped: int) -> Trace:
+        """The Trace of the file's X slices; ``flows`` are its s/f events, ``skipped`` how
+        many other events (instant, counter, ...) it has."""
         s = self.slices
         self.cat_codes, self.cat_table = cat_codes, cat_table = intern(s.cat)
         pid_codes, pid_table = intern(s.pid)
@@ -159,11 +178,18 @@ class NbprofLoad(Load):
         return list(self.block.get("categories", []))
 
     def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows):
+        # The block's ids are positions in the file's order (CPU slices, GPU slices); the rows
+        # were sorted since: an export is already in order, but a file need not be.
         launch = self.block.get("gpu_launch")
-        if isinstance(launch, list) and len(launch) == len(gpu_rows):
-            return np.array(launch, np.int32)
-        self.notes.append("the file's launch ids did not match its GPU slices: launches dropped")
-        return np.full(len(gpu_rows), NO_ID, np.int32)
+        if not (isinstance(launch, list) and len(launch) == len(gpu_rows)):
+            self.notes.append("the file's launch ids did not match its GPU slices: dropped")
+            return np.full(len(gpu_rows), NO_ID, np.int32)
+        launch = np.array(launch, np.int64)[_file_positions(gpu_rows)]
+        new_id = np.empty(len(cpu_rows), np.int64)
+        new_id[_file_positions(cpu_rows)] = np.arange(len(cpu_rows))
+        valid = (launch >= 0) & (launch < len(cpu_rows))
+        return np.where(valid, new_id[np.where(valid, launch, 0)] if len(cpu_rows) else NO_ID,
+                        NO_ID).astype(np.int32)
 
     def meta(self, base_ns):
         meta = dict(self.block.get("meta") or {})
@@ -182,6 +208,13 @@ def distinct_pairs(pid_codes, pid_table, tid_codes, tid_table) -> tuple[list, np
                                return_inverse=True)
     keys = [(pid_table[code // width], tid_table[code % width]) for code in distinct.tolist()]
     return keys, pair.reshape(-1).astype(np.int32)
+
+
+def _file_positions(rows: np.ndarray) -> np.ndarray:
+    """Each of ``rows``' position among them in file order (rows are X-slice indices)."""
+    position = np.empty(len(rows), np.int64)
+    position[np.argsort(rows, kind="stable")] = np.arange(len(rows))
+    return position
 
 
 def _pick(values: list, rows: np.ndarray) -> list:

@@ -184,3 +184,22 @@ def test_unwritable_path_raises_an_error_naming_it_and_keeps_the_trace(tmp_path)
 def test_a_path_without_a_json_suffix_is_refused_with_advice(tmp_path):
     with pytest.raises(ValueError, match=r"\*\.json or \*\.json\.gz"):
         export_chrome_trace(sample_trace(), tmp_path / "trace.txt")
+
+
+def test_an_nbprof_file_out_of_order_loads_with_the_right_launches(tmp_path):
+    # The block's launch ids are positions in the file; a file whose slices are not in start
+    # order (edited, or written by another tool) must still tie each kernel to its launcher.
+    trace = sample_trace()
+    data = orjson.loads(chrome_trace_bytes(trace))
+    events = data["traceEvents"]
+    gpu_pid = data["nbprof"]["gpu_pid"]
+    cpu = [e for e in events if e["ph"] == "X" and e["pid"] != gpu_pid]
+    gpu = [e for e in events if e["ph"] == "X" and e["pid"] == gpu_pid]
+    others = [e for e in events if e["ph"] != "X"]
+    data["traceEvents"] = others + cpu[::-1] + gpu[::-1]
+    launch = data["nbprof"]["gpu_launch"][::-1]
+    data["nbprof"]["gpu_launch"] = [len(cpu) - 1 - i if i >= 0 else -1 for i in launch]
+    path = tmp_path / "shuffled.json"
+    path.write_bytes(orjson.dumps(data))
+    loaded = nbprof.load(path)
+    assert columns(loaded) == columns(trace)
