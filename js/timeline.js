@@ -1,8 +1,9 @@
 // nbprof timeline: level-of-detail drawing of the hidden event columns (nbprof/timeline/).
-// This file is the body of ONE Bokeh CustomJS that every trigger of a timeline shares (document
-// ready, x-range change, tap, hover, and the selection/highlight/filter sources that Python sets;
-// a ResizeObserver redraws when the plot's size changes); `cb_obj` says which fired. Decoded state lives on the `rendered` source's JS object,
-// so all triggers of one page (or one notebook widget) see the same state.
+// This file is the body of ONE Bokeh CustomJS that every trigger of a timeline shares: document
+// ready, x-range change, tap, hover, and the selection/highlight/filter sources Python sets
+// (`cb_obj` says which fired); a ResizeObserver redraws when the plot's size changes. Decoded
+// state lives on the `rendered` source's JS object, so all triggers of one page (or one notebook
+// widget) see the same state.
 //
 // Why: a million Bokeh glyphs take seconds per pan (TIMELINE_SCALE.md). Here all events stay in
 // typed arrays; each view fills `rendered` with only what is in view: events at least MIN_REAL_PX
@@ -64,8 +65,10 @@ function decode(S, bytes) {
   const launchPlus1 = column(bytes, "gpu_launch", Int32Array);
   const rowStart = new Int32Array(nRows + 1);
   const rowOf = new Int32Array(n);
-  const maxEnd = new Float64Array(n);  // running max of ends per row: binary search of the first
-  const cpuEntry = new Int32Array(nCpu), gpuEntry = new Int32Array(nGpu);  // event in view
+  // Running max of ends within each row: sorted, so a binary search finds the first event in view
+  // even when an earlier, longer one overlaps later ones.
+  const maxEnd = new Float64Array(n);
+  const cpuEntry = new Int32Array(nCpu), gpuEntry = new Int32Array(nGpu);  // event id -> entry
   const launchOf = new Int32Array(n).fill(-1);  // per GPU entry: the launching CPU event id
   let gpuSeen = 0;
   for (let r = 0; r < nRows; r++) {
