@@ -15,3 +15,12 @@ def read_js(name: str) -> str:
             return path.read_text(encoding="utf-8")
     raise FileNotFoundError(f"nbprof's browser code {name} is missing from {package / 'js'} and "
                             f"{package.parent / 'js'}: reinstall nbprof")
+
+
+# The timeline's CustomJS body, in order: constants, decoding, level of detail, overlays, triggers.
+TIMELINE_PARTS = ("timeline.js", "timeline_decode.js", "timeline_draw.js", "timeline_overlays.js",
+                  "timeline_main.js")
+
+
+def timeline_code() -> str:
+    return "\n".join(read_js(name) for name in TIMELINE_PARTS)

@@ -13,7 +13,7 @@ from ..events import Trace
 from .data import encode_events
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, PALETTES, ROW_PX, SELECTION_COLOR, main_plot,
                       overview_plot)
-from .jsfiles import read_js
+from .jsfiles import timeline_code
 from .lanes import build_lanes, cpu_families, gpu_families
 
 
@@ -66,7 +66,7 @@ class Timeline:
                                         empty=not len(trace) and not trace.has_gpu)
         overview = overview_plot(sources["overview_bars"], plot, span=span, size=size)
 
-        callback = CustomJS(code=read_js("timeline.js"), args=dict(
+        callback = CustomJS(code=timeline_code(), args=dict(
             packed=packed, info_json=orjson.dumps(info).decode(), plot=plot, overview=overview,
             rendered=self.rendered, overview_source=sources["overview_bars"],
             marks_source=sources["marks"], links_focus=sources["links_focus"],

@@ -143,8 +143,9 @@ def test_browser_code_is_found_where_a_wheel_puts_it(tmp_path):
     site = tmp_path / "site"
     shutil.copytree(root / "nbprof", site / "nbprof", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(root / "js", site / "nbprof" / "js")
-    code = ("import nbprof.timeline.jsfiles as j, pathlib; print(j.read_js('timeline.js') == "
-            "(pathlib.Path(j.__file__).parents[1] / 'js' / 'timeline.js').read_text())")
+    code = ("import nbprof.timeline.jsfiles as j, pathlib; folder = pathlib.Path(j.__file__)"
+            ".parents[1] / 'js'; print(j.timeline_code() == '\\n'.join((folder / name).read_text() "
+            "for name in j.TIMELINE_PARTS))")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, env={"PYTHONPATH": str(site), "PATH": ""})
     assert done.stdout.strip() == "True", done.stderr

@@ -1,0 +1,87 @@
+// The hidden event columns, from the page's base64 zlib blob to typed arrays (see
+// nbprof/timeline/packing.py and data.py for how they were written).
+
+function decodeVarints(bytes, offset, count, out) {
+  // LEB128, as nbprof/timeline/packing.py writes it. Values stay below 2^53 (ns in a trace).
+  let pos = offset;
+  for (let i = 0; i < count; i++) {
+    let value = 0, scale = 1, byte;
+    do {
+      byte = bytes[pos++];
+      value += (byte & 0x7f) * scale;
+      scale *= 128;
+    } while (byte & 0x80);
+    out[i] = value;
+  }
+  return out;
+}
+
+async function inflateBase64(text) {
+  let packed;
+  if (typeof Uint8Array.fromBase64 === "function") {
+    packed = Uint8Array.fromBase64(text);
+  } else {
+    const binary = atob(text);
+    packed = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) packed[i] = binary.charCodeAt(i);
+  }
+  const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+function column(bytes, name, Type) {
+  const [offset, , count] = info.layout[name];
+  return decodeVarints(bytes, offset, count, new Type(count));
+}
+
+function decode(S, bytes) {
+  const nRows = info.row_lane.length, nCpu = info.n_cpu, nGpu = info.n_gpu;
+  const n = nCpu + nGpu;
+  const rowCount = column(bytes, "row_count", Int32Array);
+  const start = column(bytes, "start_gap", Float64Array);  // zigzag gap after the previous end
+  const dur = column(bytes, "duration", Float64Array);
+  const id = column(bytes, "id_delta", Int32Array);
+  const name = column(bytes, "name_id", Int32Array);
+  const family = column(bytes, "family", Uint8Array);
+  const launchPlus1 = column(bytes, "gpu_launch", Int32Array);
+  const rowStart = new Int32Array(nRows + 1);
+  const rowOf = new Int32Array(n);
+  // Running max of ends within each row: sorted, so a binary search finds the first event in view
+  // even when an earlier, longer one overlaps later ones.
+  const maxEnd = new Float64Array(n);
+  const cpuEntry = new Int32Array(nCpu), gpuEntry = new Int32Array(nGpu);  // event id -> entry
+  const launchOf = new Int32Array(n).fill(-1);  // per GPU entry: the launching CPU event id
+  let gpuSeen = 0;
+  for (let r = 0; r < nRows; r++) {
+    const lo = rowStart[r], hi = lo + rowCount[r];
+    rowStart[r + 1] = hi;
+    const isGpu = info.row_is_gpu[r];
+    let running = -Infinity;
+    for (let i = lo; i < hi; i++) {
+      const zigzag = start[i], gap = zigzag % 2 === 0 ? zigzag / 2 : -(zigzag + 1) / 2;
+      start[i] = i > lo ? start[i - 1] + dur[i - 1] + gap : gap;
+      if (i > lo) id[i] += id[i - 1];
+      rowOf[i] = r;
+      running = Math.max(running, start[i] + dur[i]);
+      maxEnd[i] = running;
+      if (isGpu) { gpuEntry[id[i]] = i; launchOf[i] = launchPlus1[gpuSeen++] - 1; }
+      else cpuEntry[id[i]] = i;
+    }
+  }
+  // Launch index: CPU event id -> the GPU entries it launched (CSR), for the links.
+  const launchStart = new Int32Array(nCpu + 1);
+  for (let i = 0; i < n; i++) if (launchOf[i] >= 0) launchStart[launchOf[i] + 1]++;
+  for (let c = 0; c < nCpu; c++) launchStart[c + 1] += launchStart[c];
+  const launched = new Int32Array(launchStart[nCpu]);
+  const fill = launchStart.slice(0, nCpu);
+  for (let i = 0; i < n; i++) if (launchOf[i] >= 0) launched[fill[launchOf[i]]++] = i;
+  const details = new Array(n).fill("");
+  const detailIds = column(bytes, "detail_entry", Int32Array);
+  const detailTexts = column(bytes, "detail_text", Int32Array);
+  for (let k = 0; k < detailIds.length; k++) details[detailIds[k]] = info.detail_texts[detailTexts[k]];
+  Object.assign(S, {rowStart, rowOf, start, dur, id, name, family, maxEnd, cpuEntry, gpuEntry,
+                    launchOf, launchStart, launched, details});
+  const laneRows = info.labels.map(() => []);
+  for (let r = 0; r < nRows; r++) laneRows[info.row_lane[r]].push(r);
+  S.laneRows = laneRows;
+}
