@@ -10,8 +10,15 @@ from .events import Trace
 CHILDREN_SHOWN = 12
 
 
-def _interval(start_ns: int, end_ns: int) -> str:
-    return (f"{format_us(start_ns / 1e3)} &rarr; {format_us(end_ns / 1e3)} "
+def timeline_origin_ns(trace: Trace) -> int:
+    """Where the timeline's x axis starts: the first event, CPU or GPU (timeline/data.py's origin).
+    Details give times on that axis, so they match what the user reads under the bars."""
+    starts = [int(column.min()) for column in (trace.start_ns, trace.gpu_start_ns) if len(column)]
+    return min(starts) if starts else 0
+
+
+def _interval(start_ns: int, end_ns: int, origin_ns: int) -> str:
+    return (f"{format_us((start_ns - origin_ns) / 1e3)} &rarr; {format_us((end_ns - origin_ns) / 1e3)} "
             f"(<b>{format_us((end_ns - start_ns) / 1e3)}</b>)")
 
 
@@ -20,14 +27,15 @@ def details_html(trace: Trace, event_id: int | None) -> str:
     if event_id is None:
         return "<i>Click an event on the timeline (or use search / the summary) to see its details.</i>"
     event = trace.event(event_id)
+    origin = timeline_origin_ns(trace)
     rows = [("Name", f"<code>{escape(event.name)}</code>"),
             ("Thread", escape(f"{event.thread.name or 'thread'} (pid {event.thread.pid}, "
                               f"tid {event.thread.tid})")),
-            ("CPU", _interval(*event.cpu_interval) + f", self {format_us(event.self_cpu_ns / 1e3)}")]
+            ("CPU", _interval(*event.cpu_interval, origin) + f", self {format_us(event.self_cpu_ns / 1e3)}")]
     if event.kernels:
         gpu = "<br>".join(
             f"{escape(k.kind)} <code>{escape(k.name)}</code> on cuda:{k.device} stream {k.stream}: "
-            + _interval(*k.interval) for k in event.kernels)
+            + _interval(*k.interval, origin) for k in event.kernels)
         rows.append(("GPU", gpu))
     else:
         rows.append(("GPU", "<i>no GPU interval</i>"))
@@ -59,7 +67,7 @@ def gpu_details_html(trace: Trace, row: int) -> str:
     details of the op that launched it."""
     kernel = trace.kernel(row)
     lines = [f"{escape(kernel.kind)} <code>{escape(kernel.name)}</code> on cuda:{kernel.device} "
-             f"stream {kernel.stream}: {_interval(*kernel.interval)}"]
+             f"stream {kernel.stream}: {_interval(*kernel.interval, timeline_origin_ns(trace))}"]
     if kernel.args:
         lines.append(escape(", ".join(f"{key}: {value}" for key, value in kernel.args.items())))
     if kernel.launch_id is None:

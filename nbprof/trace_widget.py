@@ -16,7 +16,7 @@ import ipywidgets
 import numpy as np
 
 from .analysis import SORT_KEYS, format_us, key_averages, printable
-from .details import details_html, gpu_details_html
+from .details import details_html, gpu_details_html, timeline_origin_ns
 from .events import Trace
 from .search import events_named, find_events
 
@@ -172,9 +172,7 @@ class TraceWidget(ipywidgets.VBox):
     def _bring_into_view(self, event_id: int) -> None:
         """Pan (keeping the zoom) so the event is in view; zoom out if it is wider than the view."""
         x_range = self.timeline.plot.x_range
-        # The timeline's x axis counts from its first event, CPU or GPU (timeline/data.py's origin).
-        origin = min(int(column.min()) for column in (self.trace.start_ns, self.trace.gpu_start_ns)
-                     if len(column))
+        origin = timeline_origin_ns(self.trace)
         start = int(self.trace.start_ns[event_id]) - origin
         end = int(self.trace.end_ns[event_id]) - origin
         width = max(x_range.end - x_range.start, (end - start) * 1.2)

@@ -223,3 +223,16 @@ def test_export_writes_beside_the_notebook_and_downloads(page, artifacts, tmp_pa
     trace = nbprof.load(downloaded)
     assert len(trace) > 100 and "aten::addmm" in trace.names
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_export.png"))
+
+
+def test_a_selection_in_the_browser_reaches_the_details_pane(page, artifacts):
+    page, _ = page
+    # What the timeline's tap handler does in the page; the kernel hears it through jupyter_bokeh.
+    page.evaluate("""() => { for (const doc of Bokeh.documents) {
+        const plot = doc.get_model_by_name("nbprof_plot");
+        const selection = doc.get_model_by_name("nbprof_selection");
+        if (plot && selection) { selection.data = {event_id: [0], kind: ["cpu"]}; return; } } }""")
+    details = page.locator(f"{PANEL} .nbprof-details").first
+    details.locator("text=Parents").wait_for()  # the pane switched from its hint to an event
+    assert "Thread" in details.inner_text() and "MainThread" in details.inner_text()
+    page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_details.png"))

@@ -101,3 +101,10 @@ def test_gpu_details_name_the_launching_op():
     html = gpu_details_html(trace, 1)
     assert "volta_sgemm_128x64" in html and "stream 7" in html and "Launched by:" in html
     assert "aten::addmm" in html
+
+
+def test_details_times_are_on_the_timelines_axis():
+    trace = Trace.build(start_ns=[5_000, 7_000], end_ns=[9_000, 8_000], thread=[0, 0], name_id=[0, 1],
+                        names=["outer", "inner"], threads=[(1, 1, "main")])
+    html = details_html(trace, 1)  # the axis starts at the first event (5 us)
+    assert "2.000us &rarr; 3.000us (<b>1.000us</b>)" in html
