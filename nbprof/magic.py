@@ -93,7 +93,10 @@ def profile_cell(shell, runner: "CellRunner", options) -> None:
     # Only starting and stopping are quieted: the cell's own warnings (and any warning filters it
     # sets) must behave as without the magic.
     with _quiet_profiler():
-        session.__enter__()
+        try:
+            session.__enter__()
+        except RuntimeError as error:  # torch's own profiler is on: the cell has not run
+            raise UsageError(f"%%cudaprof can't nest: {error}") from None
     value = None
     try:
         value = _run_repeats(runner, options.repeat)

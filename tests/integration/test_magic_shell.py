@@ -174,3 +174,13 @@ def test_repeat_shows_the_per_run_summary_in_the_widget(shell):
     assert "over 2 runs" not in out.stdout  # not printed twice: the widget holds it
     widget = next(o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data)
     assert "over 2 runs" in widget.data["text/plain"] and "aten::mul" in widget.data["text/plain"]
+
+
+def test_cudaprof_inside_torchs_own_profiler_says_it_cannot_nest(shell):
+    result, _ = run(shell, "import torch.profiler\nwith torch.profiler.profile():\n"
+                           "    get_ipython().run_cell_magic('cudaprof', '--no-display', 'inside_torch = 1')")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "can't nest" in str(result.error_in_exec) and "torch" in str(result.error_in_exec)
+    assert "inside_torch" not in shell.user_ns
+    result, _ = run(shell, "%%cudaprof --no-display -o after_torch\nq = torch.ones(2) + 1")
+    assert result.success and "aten::add" in names(shell.user_ns["after_torch"])
