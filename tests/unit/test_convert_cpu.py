@@ -75,8 +75,8 @@ def test_intern_names_keeps_first_seen_order():
 def test_real_legacy_records_convert_with_nesting():
     # The legacy profiler in CPU mode yields the same record objects the CUDA mode does, minus
     # the CUDA events: this checks the conversion against torch's real bindings.
-    config = ProfilerConfig(ProfilerState.CPU, False, False, False, False, False,
-                            _ExperimentalConfig())
+    config = ProfilerConfig(ProfilerState.CPU, True, False, True, False, False,
+                            _ExperimentalConfig())  # with input shapes and stacks
     base_ns = time.time_ns()
     torch._C._autograd._enable_profiler_legacy(config)
     try:
@@ -89,9 +89,10 @@ def test_real_legacy_records_convert_with_nesting():
         thread_lists = torch._C._autograd._disable_profiler_legacy()
     me = Thread(1, threading.get_native_id(), "MainThread")
     trace = legacy_records_to_trace(thread_lists, anchor_name="anchor", base_time_ns=base_ns,
-                                    starting_thread=me)
+                                    starting_thread=me, record_shapes=True, with_stack=True)
     adds = [e for e in trace.events if e.name == "aten::add"]
     assert len(adds) == 3 and "anchor" not in trace.names
+    assert adds[0].shapes[0] == [8]
     assert all(e.thread == me for e in trace.events)
     assert any(trace.event(i).parent == adds[0].id for i in range(len(trace)))
     assert not trace.has_gpu
