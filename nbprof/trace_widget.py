@@ -123,6 +123,7 @@ class TraceWidget(ipywidgets.VBox):
         self.min_duration = ipywidgets.BoundedFloatText(value=0.0, min=0.0, max=1e12, step=1.0,
                                                         description="Min µs",
                                                         layout=ipywidgets.Layout(width="180px"))
+        self.min_duration.add_class("nbprof-min-duration")
         self.details = ipywidgets.HTML(details_html(trace, None))
         self.details.add_class("nbprof-details")
         self.summary = SummaryTable(trace, sort_by, self.show_op)

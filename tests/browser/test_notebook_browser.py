@@ -236,3 +236,18 @@ def test_a_selection_in_the_browser_reaches_the_details_pane(page, artifacts):
     details.locator("text=Parents").wait_for()  # the pane switched from its hint to an event
     assert "Thread" in details.inner_text() and "MainThread" in details.inner_text()
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_details.png"))
+
+
+def test_the_minimum_duration_filter_thins_the_timeline(page, artifacts):
+    page, _ = page
+    count_bars = """() => { for (const doc of Bokeh.documents) {
+        const bars = doc.get_model_by_name("nbprof_rendered"); if (bars) return bars.data.left.length; } }"""
+    before = page.evaluate(count_bars)
+    box = page.locator(f"{PANEL} .nbprof-min-duration input").first
+    box.fill("1000")  # hide everything shorter than 1 ms
+    box.press("Enter")
+    page.wait_for_function(f"() => ({count_bars})() < {before}")
+    page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_min_duration.png"))
+    box.fill("0")
+    box.press("Enter")
+    page.wait_for_function(f"() => ({count_bars})() === {before}")

@@ -19,16 +19,17 @@ WIDGET = "application/vnd.jupyter.widget-view+json"
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory):
     """Each notebook executed once, in a scratch copy of notebooks/ (exports land there)."""
-    # The kernel must be this venv's Python, whatever `python` is first on PATH.
-    os.environ["PATH"] = f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     results = {}
-    for path in NOTEBOOKS:
-        folder = tmp_path_factory.mktemp(path.stem)
-        shutil.copy(path, folder)
-        book = nbformat.read(folder / path.name, as_version=4)
-        NotebookClient(book, timeout=120, kernel_name="python3", allow_errors=False,
-                       resources={"metadata": {"path": str(folder)}}).execute()
-        results[path.name] = (book, folder)
+    with pytest.MonkeyPatch.context() as patch:
+        # The kernel must be this venv's Python, whatever `python` is first on PATH.
+        patch.setenv("PATH", f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        for path in NOTEBOOKS:
+            folder = tmp_path_factory.mktemp(path.stem)
+            shutil.copy(path, folder)
+            book = nbformat.read(folder / path.name, as_version=4)
+            NotebookClient(book, timeout=120, kernel_name="python3", allow_errors=False,
+                           resources={"metadata": {"path": str(folder)}}).execute()
+            results[path.name] = (book, folder)
     return results
 
 
