@@ -5,8 +5,9 @@ tiled in time until it holds ~1M events. The naive page: one quad per event in o
 ColumnDataSource, the same lanes (rows) and hover fields, BokehJS inline. Both pages open in
 headless Chromium; we time the page until drawn, a wheel-zoom step and a pan step (range set,
 then two animation frames: the repaint is in), the Python build and the page size, and count
-the glyphs of the first view. Then the same at ~100k events. Build and browser figures are
-medians of 3 alternating runs of each page (after a warm-up build).
+the glyphs of the first view and the bytes of the notebook widget state (a
+jupyter_bokeh.BokehModel). Then the same at ~100k events. Build and browser figures are medians
+of 3 alternating runs of each page (after a warm-up build).
 Prints ratios nbprof / naive (smaller is better).
 
     .venv/bin/python bench/bench_timeline.py [--events 1000000] [--small 100000]
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import nbprof  # noqa: E402
 from nbprof.events import Trace  # noqa: E402
-from nbprof.timeline import save_html  # noqa: E402
+from nbprof.timeline import Timeline, save_html  # noqa: E402
 from nbprof.timeline.lanes import build_lanes  # noqa: E402
 from nbprof.timeline.view import PALETTES  # noqa: E402
 
@@ -67,9 +68,15 @@ def tile(trace: Trace, copies: int) -> Trace:
 def naive_page(trace: Trace, path: pathlib.Path) -> pathlib.Path:
     """One quad per event in one ColumnDataSource, the same rows and hover fields."""
     from bokeh.embed import file_html
+    from bokeh.resources import INLINE
+
+    path.write_text(file_html(naive_plot(trace), resources=INLINE, title="naive"), encoding="utf-8")
+    return path
+
+
+def naive_plot(trace: Trace):
     from bokeh.models import ColumnDataSource, HoverTool, Range1d
     from bokeh.plotting import figure
-    from bokeh.resources import INLINE
 
     lanes = build_lanes(trace)
     row_y = np.zeros(len(lanes.row_lane))
@@ -93,8 +100,15 @@ def naive_page(trace: Trace, path: pathlib.Path) -> pathlib.Path:
                      fill_color="color")
     plot.add_tools(HoverTool(renderers=[bars], tooltips=[("name", "@name"), ("lane", "@lane"),
                                                          ("start", "@left"), ("duration", "@dur")]))
-    path.write_text(file_html(plot, resources=INLINE, title="naive"), encoding="utf-8")
-    return path
+    return plot
+
+
+def widget_megabytes(layout) -> float:
+    """What a notebook stores for the plot as a jupyter_bokeh.BokehModel (its widget state)."""
+    from bokeh.core.json_encoder import serialize_json
+    from jupyter_bokeh import BokehModel
+
+    return len(serialize_json(BokehModel(layout).render_bundle)) / 1e6
 
 
 # Time from navigation start until the first view is painted.
@@ -145,7 +159,9 @@ def measure(trace: Trace, out: pathlib.Path, tag: str, browser) -> dict:
     ours_build = statistics.median(b[0] for b in builds)
     naive_build = statistics.median(b[1] for b in builds)
     rows = {"build_s": (ours_build, naive_build),
-            "page_MB": (ours.stat().st_size / 1e6, naive.stat().st_size / 1e6)}
+            "page_MB": (ours.stat().st_size / 1e6, naive.stat().st_size / 1e6),
+            "widget_MB": (widget_megabytes(Timeline(trace).layout),
+                          widget_megabytes(naive_plot(trace)))}
     # Alternate the pages and keep each figure's median: the first page a fresh browser opens
     # pays its cold start, and the machine is shared.
     ours_runs, naive_runs = [], []
