@@ -79,6 +79,7 @@ def test_alexnet_page_is_drawn_with_its_threads_and_streams(browser, alexnet, ar
     pixels = np.asarray(Image.open(shot).convert("RGB").crop(tuple(int(v) for v in box)))
     coloured = (np.ptp(pixels.astype(int), axis=2) > 60).mean()  # saturated pixels: bars, not text
     assert coloured > 0.05, f"the plot looks blank ({coloured:.1%} coloured pixels)"
+    assert page.evaluate("() => nb('nbprof_overview_bars').data.left.length") > len(labels)
     page.close()
 
 
@@ -99,6 +100,8 @@ def test_hovering_a_kernel_shows_its_name(browser, alexnet, artifacts):
     page.screenshot(path=artifacts / "timeline_hover_kernel.png")
     tooltip = page.get_by_text(name, exact=True)
     tooltip.first.wait_for(state="visible", timeout=5000)
+    if trace.gpu_launch[kernel] >= 0:  # hovering a kernel also draws the link from its launch
+        assert page.evaluate("() => nb('nbprof_links_focus').data.x0.length") == 1
     page.close()
 
 
