@@ -67,3 +67,12 @@ def test_run_of_a_failing_script_still_writes_what_ran(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "ValueError: bad batch" in err and "shows what ran before" in err
     assert page.is_file()
+
+
+def test_run_passes_arguments_after_double_dash_untouched(tmp_path, capsys):
+    script = tmp_path / "args.py"
+    script.write_text("import sys\nprint('argv', sys.argv[1:])\n")
+    assert main(["run", str(script), "-o", str(tmp_path / "p.html"), "--", "-o", "mine", "--table"]) == 0
+    out = capsys.readouterr().out
+    assert "argv ['-o', 'mine', '--table']" in out
+    assert "Self CPU time total" not in out  # --table went to the script, not to nbprof
