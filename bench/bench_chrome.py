@@ -10,7 +10,8 @@
    nbprof.profile and exported by nbprof, to .json and to .json.gz (target: ratio <= 1.0), and
    the size of nbprof's .json over its .json.gz (target >= 8).
 
-Each figure is the median of --rounds interleaved rounds (the machine is shared and noisy).
+Each figure is the median of --rounds interleaved rounds, in process CPU time (the machine is
+shared and noisy).
 Usage: .venv/bin/python bench/bench_chrome.py [--rounds N]
 """
 
@@ -46,9 +47,11 @@ def add_loop():
 
 
 def timed(call) -> float:
-    start = time.perf_counter()
+    # Process CPU time, not wall time: on this shared machine other people's load swung wall
+    # times by 2x between rounds, and every side measured here runs on this process's CPU.
+    start = time.process_time()
     call()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def torch_export_seconds(path: str) -> tuple[float, int]:
