@@ -14,31 +14,33 @@ function firstInView(S, lo, hi, x0) {
   return lo;
 }
 
-// Calls emit(row, first, count, left, right) for each bar of rows in [x0, x1] at nsPerPx.
+// Calls emit(row, first, count, left, right, busy) for each bar of rows in [x0, x1] at nsPerPx;
+// busy is the summed duration of a block's events (its shading says how full it is).
 function sweep(S, rows, x0, x1, nsPerPx, minRealPx, emit) {
   const {start, dur, rowStart} = S;
   const minDur = S.minDuration, realNs = minRealPx * nsPerPx, gapNs = MERGE_GAP_PX * nsPerPx;
   for (const r of rows) {
     const hi = rowStart[r + 1];
-    let first = -1, count = 0, blockStart = 0, blockEnd = 0;
+    let first = -1, count = 0, blockStart = 0, blockEnd = 0, busy = 0;
     for (let i = firstInView(S, rowStart[r], hi, x0); i < hi && start[i] <= x1; i++) {
       const d = dur[i];
       if (d < minDur) continue;
       const s = start[i], e = s + d;
       if (e < x0) continue;
       if (d >= realNs) {
-        if (count) emit(r, first, count, blockStart, blockEnd);
+        if (count) emit(r, first, count, blockStart, blockEnd, busy);
         count = 0;
-        emit(r, i, 1, s, e);
+        emit(r, i, 1, s, e, d);
       } else if (count && s - blockEnd < gapNs) {
         if (e > blockEnd) blockEnd = e;
         count++;
+        busy += d;
       } else {
-        if (count) emit(r, first, count, blockStart, blockEnd);
-        first = i; count = 1; blockStart = s; blockEnd = e;
+        if (count) emit(r, first, count, blockStart, blockEnd, busy);
+        first = i; count = 1; blockStart = s; blockEnd = e; busy = d;
       }
     }
-    if (count) emit(r, first, count, blockStart, blockEnd);
+    if (count) emit(r, first, count, blockStart, blockEnd, busy);
   }
 }
 
@@ -92,12 +94,12 @@ function drawView(S) {
   const x0 = plot.x_range.start, x1 = plot.x_range.end;
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
   const nsPerPx = (x1 - x0) / width;
-  const out = {left: [], right: [], bottom: [], top: [], color: [], name: [], lane: [], start: [],
-               dur: [], count: [], id: [], gpu: [], details: [], launch: []};
+  const out = {left: [], right: [], bottom: [], top: [], color: [], alpha: [], name: [], lane: [],
+               start: [], dur: [], count: [], id: [], gpu: [], details: [], launch: []};
   const viewLinkOps = [];
   let viewLinks = 0;
   const minBar = MIN_BAR_PX * nsPerPx;
-  sweep(S, S.drawnRows, x0, x1, nsPerPx, MIN_REAL_PX, (r, first, count, left, right) => {
+  sweep(S, S.drawnRows, x0, x1, nsPerPx, MIN_REAL_PX, (r, first, count, left, right, busy) => {
     const y = S.rowY[r], isGpu = info.row_is_gpu[r];
     const nameText = info.names[S.name[first]];
     out.left.push(left);
@@ -111,6 +113,7 @@ function drawView(S) {
     out.gpu.push(isGpu ? 1 : 0);
     if (count === 1) {
       out.color.push(colorOf(S.family[first], S.name[first]));
+      out.alpha.push(1);
       out.name.push(nameText);
       out.id.push(S.id[first]);
       out.details.push(S.details[first]);
@@ -121,10 +124,13 @@ function drawView(S) {
         if (links) { viewLinks += links; viewLinkOps.push(S.id[first]); }
       }
     } else {
+      // A block is shaded by how busy it is: a lane 20% busy should not read as solid work.
+      const fraction = Math.min(1, busy / Math.max(right - left, 1));
       out.color.push(info.block_colors[S.family[first]]);
+      out.alpha.push(0.3 + 0.7 * fraction);
       out.name.push(`${count} events (first: ${nameText})`);
       out.id.push(-1);
-      out.details.push("zoom in (or click) to see them one by one");
+      out.details.push(`${Math.round(100 * fraction)}% busy; zoom in (or click) to see them one by one`);
       out.launch.push("");
     }
   });

@@ -76,8 +76,9 @@ def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, f
     edges = {"left": "left", "right": "right", "bottom": "bottom", "top": "top"}
     plot.quad(source=sources["bands"], fill_color="#000000", fill_alpha=0.04, line_color=None,
               level="underlay", **edges)
-    bars = plot.quad(source=sources["rendered"], fill_color="color", line_color=None,
-                     selection_fill_alpha=1.0, nonselection_fill_alpha=1.0, hover_fill_alpha=0.7,
+    bars = plot.quad(source=sources["rendered"], fill_color="color", fill_alpha="alpha",
+                     line_color=None, selection_fill_alpha="alpha", nonselection_fill_alpha="alpha",
+                     hover_fill_alpha=0.7,
                      hover_line_color="black", name="nbprof_bars", **edges)
     hover.renderers = tap.renderers = [bars]
     plot.quad(source=sources["marks"], fill_color=None, line_color="line_color", line_width=2,
