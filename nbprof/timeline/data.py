@@ -29,12 +29,20 @@ def _gaps_within_rows(start: np.ndarray, end: np.ndarray, first_of_row: np.ndarr
     return np.where(gaps >= 0, 2 * gaps, -2 * gaps - 1)
 
 
+STACK_FRAMES_SHOWN = 3
+
+
 def _detail_texts(trace: Trace) -> tuple[dict[int, str], dict[int, str]]:
-    """Hover text for the events the trace knows more about: shapes, grid and block, bytes.
+    """Hover text for the events the trace knows more about: shapes, Python stack, grid and
+    block, bytes.
     These are sparse Python dicts already, so one pass over their entries. Per-event ids
     (correlation) are left out: unique per kernel, they would make every text its own entry in
     the page's text table."""
     cpu = {row: f"shapes: {shapes}" for row, shapes in trace.shapes.items() if shapes}
+    for row, stack in trace.stacks.items():
+        if stack:  # the innermost frames say where in the user's code the op ran
+            where = "at " + " ← ".join(stack[:STACK_FRAMES_SHOWN])
+            cpu[row] = f"{cpu[row]} · {where}" if row in cpu else where
     gpu = {}
     for row, args in trace.gpu_args.items():
         if not args:

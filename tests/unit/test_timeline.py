@@ -163,3 +163,18 @@ def test_an_op_keeps_its_colour_across_traces():
 
     assert hash_of(["aten::mm", "aten::add"], "aten::mm") == hash_of(["x", "y", "aten::mm"], "aten::mm")
     assert hash_of(["aten::mm", "aten::add"], "aten::mm") != hash_of(["aten::mm", "aten::add"], "aten::add")
+
+
+def test_hover_details_carry_shapes_stack_and_launch_geometry():
+    from nbprof.timeline.data import encode_events
+
+    trace = Trace.build(start_ns=[0, 10], end_ns=[50, 20], thread=[0, 0], name_id=[0, 1],
+                        names=["aten::mm", "aten::add", "gemm"], threads=[(1, 1, "main")],
+                        shapes={0: [[2, 3], [3, 4]]}, stacks={0: ("train.py(12): step", "train.py(30): main")},
+                        gpu_start_ns=[30], gpu_end_ns=[40], gpu_name_id=[2], gpu_device=[0],
+                        gpu_stream=[7], gpu_launch=[0], gpu_kind=[1],
+                        gpu_args={0: {"grid": [4, 1, 1], "block": [128, 1, 1], "correlation": 9}})
+    _, info = encode_events(trace, build_lanes(trace))
+    assert info["detail_texts"] == [
+        "grid: [4, 1, 1] · block: [128, 1, 1]",
+        "shapes: [[2, 3], [3, 4]] · at train.py(12): step ← train.py(30): main"]
