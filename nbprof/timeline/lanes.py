@@ -9,6 +9,7 @@ binary-search and merge them row by row.
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -64,9 +65,10 @@ def build_lanes(trace: Trace) -> Lanes:
     for lane, i in enumerate(thread_order):  # one iteration per thread, not per event
         thread = threads[i]
         lane_of_thread[used_threads[i]] = lane
-        name = thread.name or "thread"
+        name = thread.name or f"thread {thread.tid}"
         prefix = f"pid {thread.pid} · " if show_pid else ""
-        tid = "" if str(thread.tid) in name else f" ({thread.tid})"  # Kineto names hold the tid
+        # Kineto's names already hold the tid ("thread 1102 (pt_main_thread)"): not twice
+        tid = "" if re.search(rf"\b{thread.tid}\b", name) else f" ({thread.tid})"
         labels.append(f"{prefix}{name}{tid}")
         groups.append(" · ".join(filter(None, [rank_prefix, f"pid {thread.pid}"])))
     n_cpu_lanes = len(labels)

@@ -178,3 +178,10 @@ def test_hover_details_carry_shapes_stack_and_launch_geometry():
     assert info["detail_texts"] == [
         "grid: [4, 1, 1] · block: [128, 1, 1]",
         "shapes: [[2, 3], [3, 4]] · at train.py(12): step ← train.py(30): main"]
+
+
+def test_thread_labels_name_the_tid_once():
+    trace = Trace.build(start_ns=[0, 1, 2], end_ns=[5, 6, 7], thread=[0, 1, 2], name_id=[0, 0, 0],
+                        names=["op"], threads=[(1, 1, "worker1"), (1, 77, "thread 77 (python)"),
+                                               (1, 5, "")])
+    assert Timeline(trace).lanes == ["worker1 (1)", "thread 5", "thread 77 (python)"]
