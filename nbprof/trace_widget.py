@@ -21,6 +21,7 @@ from .events import Trace
 from .search import events_named, find_events
 
 _bokehjs_loaded = False
+BOKEHJS_COMPONENTS = ["bokeh", "bokeh-widgets"]
 # The summary rows are padded text columns: they line up only in a monospace font.
 _STYLE = ("<style>.nbprof-summary select { font-family: var(--jp-code-font-family, monospace); "
           "font-size: 12px; } .nbprof-export { width: auto; }</style>")
@@ -33,9 +34,11 @@ def ensure_bokehjs() -> None:
     if _bokehjs_loaded:
         return
     from bokeh.io import output_notebook
-    from bokeh.resources import INLINE
+    from bokeh.resources import Resources
 
-    output_notebook(INLINE, hide_banner=True)
+    # Only the bundles the timeline uses (Div is in bokeh-widgets): the load is saved into the
+    # notebook, and BokehJS's full INLINE set (GL, tables, MathJax) would add 8 MB to it, not 3.
+    output_notebook(Resources(mode="inline", components=BOKEHJS_COMPONENTS), hide_banner=True)
     _bokehjs_loaded = True
 
 

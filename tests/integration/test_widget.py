@@ -114,3 +114,16 @@ def test_an_empty_trace_still_makes_a_widget():
     assert widget.match_count.value == "no matches"
     widget.next.click()  # nothing to step through: no error
     assert widget.summary.rows.options == ()
+
+
+def test_bokehjs_bundles_cover_every_model_the_timeline_uses(trace):
+    # A model from a bundle that was not loaded would fail in the browser ("Model ... does not exist").
+    from bokeh.embed.bundle import _all_objs, _use_gl, _use_mathjax, _use_tables, _use_widgets
+
+    from nbprof.trace_widget import BOKEHJS_COMPONENTS
+
+    models = _all_objs([nbprof.widget(trace).timeline.layout])
+    needed = {"bokeh"} | {bundle for bundle, used in (
+        ("bokeh-widgets", _use_widgets(models)), ("bokeh-tables", _use_tables(models)),
+        ("bokeh-gl", _use_gl(models)), ("bokeh-mathjax", _use_mathjax(models))) if used}
+    assert needed <= set(BOKEHJS_COMPONENTS)
