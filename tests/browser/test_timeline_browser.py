@@ -173,6 +173,10 @@ def test_wheel_zoom_swaps_in_every_event_in_view(browser, tmp_path, artifacts):
     page.wait_for_timeout(300)
     x_after = page.evaluate("() => [nb('nbprof_plot').x_range.start, nb('nbprof_plot').x_range.end]")
     assert x_after[1] - x_after[0] < (x_before[1] - x_before[0]) / 2
+    # ... and the wheel swapped in finer detail: smaller blocks, more events drawn as themselves
+    zoomed = rendered(page)
+    assert max(zoomed["count"]) < max(whole["count"])
+    assert zoomed["count"].count(1) > whole["count"].count(1)
     # Zoomed in to a window a few hundred µs wide: every event in it is drawn as itself.
     middle = trace.duration_ns // 2
     window = (middle, middle + 400_000)
