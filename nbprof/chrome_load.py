@@ -255,7 +255,7 @@ def _as_int(value) -> int:
 
 def _split_args(args_list: list):
     """event_args, shapes and stacks: shapes and stacks move out of the args."""
-    event_args = {row: args for row, args in enumerate(args_list) if args}
+    event_args = dict(compress(enumerate(args_list), args_list))  # the non-empty ones, in C
     shapes = {row: event_args[row].pop(SHAPES_KEY) for row in _rows_with(event_args, SHAPES_KEY)}
     stacks = {row: _stack(event_args[row].pop(STACK_KEY))
               for row in _rows_with(event_args, STACK_KEY)}

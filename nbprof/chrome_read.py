@@ -17,7 +17,7 @@ import pathlib
 import re
 import zlib
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import compress, count, repeat
 from operator import attrgetter, eq
 
 from typing import Any
@@ -189,7 +189,9 @@ def _number_or_nan(value) -> float:
 
 def intern(values) -> tuple[np.ndarray, list]:
     """Index of each value in a table of the distinct values (first-seen order), and the table."""
-    table = dict.fromkeys(values)  # in C, keeps first-seen order
-    for code, value in enumerate(table):
-        table[value] = code
-    return np.array(list(map(table.__getitem__, values)), np.int32), list(table)
+    # One pass in C: setdefault hands back the position where each value was first seen;
+    # numpy then numbers those positions 0, 1, 2, ... in order.
+    first_seen: dict = {}
+    firsts = np.fromiter(map(first_seen.setdefault, values, count()), np.int64, len(values))
+    positions, codes = np.unique(firsts, return_inverse=True)
+    return codes.reshape(-1).astype(np.int32), [values[i] for i in positions.tolist()]

@@ -55,6 +55,10 @@ class CudaprofMagics(Magics):
         profile_cell(self.shell, runner, options)
 
 
+# `%%cudaprof?` shows the docstring: make it the parser's full help, so there is one source.
+CudaprofMagics.cudaprof.__doc__ = f"{CudaprofMagics.cudaprof.__doc__}\n\n{help_text()}"
+
+
 class CellRunner:
     """A cell compiled once, then run any number of times in the user's namespace. ``run`` returns
     the value of a last bare expression, which the caller hands to the display hook (``Out[n]``)

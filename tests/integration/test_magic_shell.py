@@ -184,3 +184,8 @@ def test_cudaprof_inside_torchs_own_profiler_says_it_cannot_nest(shell):
     assert "inside_torch" not in shell.user_ns
     result, _ = run(shell, "%%cudaprof --no-display -o after_torch\nq = torch.ones(2) + 1")
     assert result.success and "aten::add" in names(shell.user_ns["after_torch"])
+
+
+def test_question_mark_help_lists_the_options(shell):
+    doc = shell.find_cell_magic("cudaprof").__doc__
+    assert "--warmup N" in doc and "--no-display" in doc
