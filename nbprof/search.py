@@ -37,7 +37,8 @@ def find_events(trace: Trace, pattern: str) -> SearchResult:
     gpu_rows = np.flatnonzero(name_matches[trace.gpu_name_id])
     parts = [f"{len(event_ids):,} event{'s' * (len(event_ids) != 1)}"]
     if len(gpu_rows):
-        parts.append(f"{len(gpu_rows):,} GPU interval{'s' * (len(gpu_rows) != 1)}")
+        # The timeline outlines CPU events only: say so rather than let the user hunt for them.
+        parts.append(f"{len(gpu_rows):,} GPU interval{'s' * (len(gpu_rows) != 1)} (not outlined)")
     return SearchResult(event_ids, gpu_rows, " + ".join(parts) + note)
 
 

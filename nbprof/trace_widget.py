@@ -31,7 +31,9 @@ def ensure_bokehjs() -> None:
     """Load BokehJS into the page, inline (works offline), once per kernel and before the first
     BokehModel: without it jupyter_bokeh fails with "Could not create a view for model id"."""
     global _bokehjs_loaded
-    if _bokehjs_loaded:
+    from IPython import get_ipython
+
+    if _bokehjs_loaded or get_ipython() is None:  # outside IPython there is no page to load into
         return
     from bokeh.io import output_notebook
     from bokeh.resources import Resources
@@ -111,6 +113,25 @@ class TraceWidget(ipywidgets.VBox):
         self._matches = np.zeros(0, np.int64)
         self._match_index = -1
 
+        self._make_controls()
+        self.details = ipywidgets.HTML(details_html(trace, None))
+        self.details.add_class("nbprof-details")
+        self.summary = SummaryTable(trace, sort_by, self.show_op)
+        self.export = ExportPanel(trace, name, export_dir)
+        self.search.observe(lambda change: self.run_search(change["new"]), names="value")
+        self.previous.on_click(lambda _button: self.step_match(-1))
+        self.next.on_click(lambda _button: self.step_match(+1))
+        self.lane_filter.observe(self._filter_changed, names="value")
+        self.min_duration.observe(self._filter_changed, names="value")
+        self.timeline.selection.on_change("data", self._selection_changed)
+
+        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
+        super().__init__([*header, self._toolbar, self._filters, self.plot, self._make_panes(),
+                          self.export])
+        self.add_class("nbprof-widget")
+
+    def _make_controls(self) -> None:
+        """The search box with its arrows and match count, the lane and duration filters."""
         self.search = ipywidgets.Text(placeholder="search names (regex)", continuous_update=True,
                                       layout=ipywidgets.Layout(width="260px"))
         self.search.add_class("nbprof-search")
@@ -121,29 +142,19 @@ class TraceWidget(ipywidgets.VBox):
         self.next = ipywidgets.Button(icon="arrow-down", tooltip="next match",
                                       layout=ipywidgets.Layout(width="36px"))
         lanes = list(self.timeline.lanes)
-        self.lane_filter = ipywidgets.SelectMultiple(options=lanes, value=lanes, rows=min(4, max(len(lanes), 1)),
-                                                     description="Lanes")
+        self.lane_filter = ipywidgets.SelectMultiple(options=lanes, value=lanes, description="Lanes",
+                                                     rows=min(4, max(len(lanes), 1)))
         self.min_duration = ipywidgets.BoundedFloatText(value=0.0, min=0.0, max=1e12, step=1.0,
                                                         description="Min µs",
                                                         layout=ipywidgets.Layout(width="180px"))
         self.min_duration.add_class("nbprof-min-duration")
-        self.details = ipywidgets.HTML(details_html(trace, None))
-        self.details.add_class("nbprof-details")
-        self.summary = SummaryTable(trace, sort_by, self.show_op)
-        self.export = ExportPanel(trace, name, export_dir)
+        self._toolbar = ipywidgets.HBox([self.search, self.previous, self.next, self.match_count],
+                                        layout=ipywidgets.Layout(align_items="center"))
+        self._filters = ipywidgets.HBox([self.lane_filter, self.min_duration])
 
-        self.search.observe(lambda change: self.run_search(change["new"]), names="value")
-        self.previous.on_click(lambda _button: self.step_match(-1))
-        self.next.on_click(lambda _button: self.step_match(+1))
-        self.lane_filter.observe(self._filter_changed, names="value")
-        self.min_duration.observe(self._filter_changed, names="value")
-        self.timeline.selection.on_change("data", self._selection_changed)
-
-        toolbar = ipywidgets.HBox([self.search, self.previous, self.next, self.match_count],
-                                  layout=ipywidgets.Layout(align_items="center"))
-        filters = ipywidgets.HBox([self.lane_filter, self.min_duration])
-        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
-        self.per_run = _per_run_text(trace)  # %%cudaprof --repeat: mean / min / max per op
+    def _make_panes(self) -> ipywidgets.Tab:
+        """Details, Summary and, for ``--repeat`` traces, Per run (mean / min / max per op)."""
+        self.per_run = _per_run_text(self.trace)
         panes = ipywidgets.Tab([self.details, self.summary] + (
             [ipywidgets.HTML(f"<pre class='nbprof-per-run'>{escape(self.per_run)}</pre>")]
             if self.per_run else []))
@@ -151,8 +162,7 @@ class TraceWidget(ipywidgets.VBox):
             panes.set_title(index, title)
         panes.selected_index = len(panes.children) - 1
         self.panes = panes
-        super().__init__([*header, toolbar, filters, self.plot, panes, self.export])
-        self.add_class("nbprof-widget")
+        return panes
 
     # -- search -------------------------------------------------------------------------------
 

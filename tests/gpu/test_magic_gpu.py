@@ -1,14 +1,14 @@
 """%%cudaprof on a real GPU: the trace and the widget carry per-op GPU intervals (CUDA events)."""
 
 import pytest
-from IPython.testing.globalipapp import start_ipython
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 pytestmark = pytest.mark.gpu
 
 
 def test_profiled_gpu_cell_has_gpu_intervals_in_the_trace_and_the_details():
-    shell = start_ipython()
+    shell = InteractiveShell.instance()  # the running shell, or a new one
     shell.run_line_magic("load_ext", "nbprof")
     with capture_output() as out:
         result = shell.run_cell("%%cudaprof -o gpu_trace\nimport torch\n"

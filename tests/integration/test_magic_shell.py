@@ -4,7 +4,7 @@ import os
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 import nbprof
@@ -15,7 +15,7 @@ WORK = "import torch\nx = torch.ones(16)\nfor _ in range(20):\n    x = x + 1\n"
 
 @pytest.fixture(scope="module")
 def shell():
-    ip = start_ipython()
+    ip = InteractiveShell.instance()  # the running shell, or a new one
     ip.run_line_magic("load_ext", "nbprof")
     yield ip
     assert not profiler.is_active()
