@@ -20,8 +20,8 @@
 
 from __future__ import annotations
 
-import gzip as gzip_module
 import pathlib
+import zlib
 
 import numpy as np
 import orjson
@@ -39,6 +39,7 @@ SHAPES_KEY = "Input Dims"
 STACK_KEY = "Call stack"
 # gzip level 6: within a few % of level 9's size here at a fraction of its time.
 GZIP_LEVEL = 6
+CHUNK_ROWS = 1 << 16  # events serialised at a time
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -65,11 +66,37 @@ def export_chrome_trace(trace: Trace, path) -> str:
 def chrome_trace_bytes(trace: Trace, gzip: bool = False) -> bytes:
     """The Chrome trace as bytes (gzipped when ``gzip``), for a download without a file."""
     with paused_gc():
-        data = orjson.dumps(chrome_trace_dict(trace), option=_JSON_OPTIONS, default=_fallback)
-    if gzip:
-        # mtime=0: the same trace gives the same bytes.
-        return gzip_module.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
-    return data
+        pieces = _json_pieces(trace)
+        if not gzip:
+            return b"".join(pieces)
+        # wbits 31: a gzip container; zlib writes mtime 0, so one trace gives the same bytes.
+        compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 31)
+        packed = [compressor.compress(piece) for piece in pieces]
+        packed.append(compressor.flush())
+        return b"".join(packed)
+
+
+def chrome_trace_dict(trace: Trace) -> dict:
+    """The Chrome trace as a dict (what :func:`chrome_trace_bytes` serialises)."""
+    top, chunks = _top_and_event_chunks(trace)
+    return {**top, "traceEvents": [event for chunk in chunks for event in chunk]}
+
+
+def _json_pieces(trace: Trace):
+    """The JSON text in pieces: the top-level fields, then the events CHUNK_ROWS at a time.
+
+    Every piece is orjson's output (so every string is escaped by orjson); only the brackets
+    and commas between them are put in here. Serialising in chunks keeps the event dicts of
+    one chunk alive at a time: a million events peaked at +580 MB as one list."""
+    top, chunks = _top_and_event_chunks(trace)
+    head = orjson.dumps(top, option=_JSON_OPTIONS, default=_fallback)
+    yield head[:-1] + b',"traceEvents":['  # top is never empty: it has schemaVersion
+    separator = b""
+    for chunk in chunks:
+        if chunk:
+            yield separator + orjson.dumps(chunk, option=_JSON_OPTIONS, default=_fallback)[1:-1]
+            separator = b","
+    yield b"]}"
 
 
 def _fallback(value):
@@ -81,14 +108,9 @@ def _fallback(value):
     return str(value)
 
 
-def chrome_trace_dict(trace: Trace) -> dict:
-    """The Chrome trace as a dict (what :func:`chrome_trace_bytes` serialises)."""
+def _top_and_event_chunks(trace: Trace):
     cpu = _cpu_lanes(trace)
     gpu = _gpu_lanes(trace, gpu_pid=cpu.next_pid)
-    events = cpu.metadata + gpu.metadata
-    events += _cpu_slices(trace, cpu)
-    events += _gpu_slices(trace, gpu)
-    events += _flows(trace, cpu, gpu)
     meta = trace.meta
     block = {
         "version": FORMAT_VERSION,
@@ -105,8 +127,20 @@ def chrome_trace_dict(trace: Trace) -> dict:
     if device_names:
         top["deviceProperties"] = [{"id": int(device), "name": name}
                                    for device, name in device_names.items()]
-    top["traceEvents"] = events
-    return top
+    return top, _event_chunks(trace, cpu, gpu)
+
+
+def _event_chunks(trace: Trace, cpu, gpu):
+    yield cpu.metadata + gpu.metadata
+    cpu_args = _SparseArgs(trace)
+    for start in range(0, len(trace), CHUNK_ROWS):
+        yield _cpu_slices(trace, cpu, cpu_args, start, min(start + CHUNK_ROWS, len(trace)))
+    gpu_count = len(trace.gpu_start_ns)
+    for start in range(0, gpu_count, CHUNK_ROWS):
+        yield _gpu_slices(trace, gpu, start, min(start + CHUNK_ROWS, gpu_count))
+    launched = np.flatnonzero(trace.gpu_launch >= 0)
+    for start in range(0, len(launched), CHUNK_ROWS // 2):
+        yield _flows(trace, cpu, gpu, launched[start:start + CHUNK_ROWS // 2])
 
 
 class _Lanes:
@@ -193,38 +227,59 @@ def _micros(ns: np.ndarray) -> list[float]:
     return (ns / 1000.0).tolist()
 
 
-def _cpu_slices(trace: Trace, lanes: _Lanes) -> list[dict]:
-    names = np.array(trace.names, dtype=object)[trace.name_id].tolist()
-    cats = np.array(trace.categories, dtype=object)[trace.category].tolist()
+class _SparseArgs:
+    """What goes in a CPU slice's args: the sparse event_args, shapes and stacks, found for a
+    range of rows by binary search over their sorted row numbers."""
+
+    def __init__(self, trace: Trace):
+        self.sources = [(None, trace.event_args), (SHAPES_KEY, trace.shapes),
+                        (STACK_KEY, trace.stacks)]
+        self.rows = [np.array(sorted(sparse), np.int64) for _key, sparse in self.sources]
+
+    def fill(self, slices: list[dict], start: int, stop: int) -> None:
+        for (key, sparse), rows in zip(self.sources, self.rows):
+            low, high = np.searchsorted(rows, [start, stop])
+            for row in rows[low:high].tolist():
+                value = sparse[row]
+                if key is None:
+                    if value:
+                        slices[row - start]["args"] = value  # only read by orjson: no copy
+                elif value is not None:  # a new dict: the trace's own args stay as they are
+                    slice_ = slices[row - start]
+                    slice_["args"] = {**slice_.get("args", {}), key: value}
+
+
+def _cpu_slices(trace: Trace, lanes: _Lanes, sparse: _SparseArgs, start: int,
+                stop: int) -> list[dict]:
+    rows = slice(start, stop)
+    names = np.array(trace.names, dtype=object)[trace.name_id[rows]].tolist()
+    cats = np.array(trace.categories, dtype=object)[trace.category[rows]].tolist()
     slices = [{"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur}
               for cat, name, pid, tid, ts, dur in zip(
-                  cats, names, lanes.pid.tolist(), lanes.tid.tolist(), _micros(trace.start_ns),
-                  _micros(trace.end_ns - trace.start_ns))]
-    for row, args in trace.event_args.items():
-        if args:
-            slices[row]["args"] = args  # only read by orjson: no copy
-    for key, sparse in ((SHAPES_KEY, trace.shapes), (STACK_KEY, trace.stacks)):
-        for row, value in sparse.items():
-            if value is not None:  # a new dict: the trace's own args stay as they are
-                slices[row]["args"] = {**slices[row].get("args", {}), key: value}
+                  cats, names, lanes.pid[rows].tolist(), lanes.tid[rows].tolist(),
+                  _micros(trace.start_ns[rows]),
+                  _micros(trace.end_ns[rows] - trace.start_ns[rows]))]
+    sparse.fill(slices, start, stop)
     return slices
 
 
-def _gpu_slices(trace: Trace, lanes: _Lanes) -> list[dict]:
-    names = np.array(trace.names, dtype=object)[trace.gpu_name_id].tolist()
+def _gpu_slices(trace: Trace, lanes: _Lanes, start: int, stop: int) -> list[dict]:
+    rows = slice(start, stop)
+    names = np.array(trace.names, dtype=object)[trace.gpu_name_id[rows]].tolist()
     kind_category = np.array([GPU_KIND_CATEGORY[kind] for kind in GPU_KINDS], dtype=object)
-    cats = kind_category[trace.gpu_kind].tolist()
+    cats = kind_category[trace.gpu_kind[rows]].tolist()
     gpu_args = trace.gpu_args
     return [{"ph": "X", "cat": cat, "name": name, "pid": lanes.pid, "tid": tid, "ts": ts,
              "dur": dur, "args": {"device": device, "stream": stream, **gpu_args.get(row, {})}}
-            for row, (cat, name, tid, ts, dur, device, stream) in enumerate(zip(
-                cats, names, lanes.tid.tolist(), _micros(trace.gpu_start_ns),
-                _micros(trace.gpu_end_ns - trace.gpu_start_ns), trace.gpu_device.tolist(),
-                trace.gpu_stream.tolist()))]
+            for row, cat, name, tid, ts, dur, device, stream in zip(
+                range(start, stop), cats, names, lanes.tid[rows].tolist(),
+                _micros(trace.gpu_start_ns[rows]),
+                _micros(trace.gpu_end_ns[rows] - trace.gpu_start_ns[rows]),
+                trace.gpu_device[rows].tolist(), trace.gpu_stream[rows].tolist())]
 
 
-def _flows(trace: Trace, cpu: _Lanes, gpu: _Lanes) -> list[dict]:
-    rows = np.flatnonzero(trace.gpu_launch >= 0)
+def _flows(trace: Trace, cpu: _Lanes, gpu: _Lanes, rows: np.ndarray) -> list[dict]:
+    """The s and f events of the launches of GPU ``rows`` (the flow id is the GPU row)."""
     launch = trace.gpu_launch[rows]
     flows = []
     for flow_id, pid, tid, ts, gpu_tid, gpu_ts in zip(
@@ -236,4 +291,3 @@ def _flows(trace: Trace, cpu: _Lanes, gpu: _Lanes) -> list[dict]:
         flows.append({"ph": "f", "id": flow_id, "pid": gpu.pid, "tid": gpu_tid, "ts": gpu_ts,
                       "cat": FLOW_CATEGORY, "name": FLOW_CATEGORY, "bp": "e"})
     return flows
-

@@ -203,3 +203,13 @@ def test_an_nbprof_file_out_of_order_loads_with_the_right_launches(tmp_path):
     path.write_bytes(orjson.dumps(data))
     loaded = nbprof.load(path)
     assert columns(loaded) == columns(trace)
+
+
+def test_serialising_in_chunks_gives_the_same_json(monkeypatch):
+    import nbprof.chrome_export as chrome_export
+
+    trace = sample_trace()
+    whole = chrome_export.chrome_trace_dict(trace)
+    monkeypatch.setattr(chrome_export, "CHUNK_ROWS", 2)  # chunk edges inside every section
+    assert json.loads(chrome_trace_bytes(trace)) == json.loads(orjson.dumps(
+        whole, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY))
