@@ -1,7 +1,8 @@
 """Checks a Chrome trace against the rules nbprof's exports keep (chrome_export's docstring).
 
 ``check_chrome_trace(data_or_path) -> list[str]``: the problems found, empty when valid.
-- every pid used has a ``process_name`` M event, every (pid, tid) used a ``thread_name``;
+- every pid used has ``process_name`` and ``process_sort_index`` M events, every (pid, tid)
+  used ``thread_name`` and ``thread_sort_index``;
 - numbers (ts, dur) are finite, durations are not negative;
 - X events nest properly on each (pid, tid): a slice starting inside another ends inside it
   (Perfetto drops the ones that do not);
@@ -100,18 +101,22 @@ def _ns(micros, origin) -> int:
 
 
 def _check_names(events, slices, points, report) -> None:
-    named_pids, named_lanes = set(), set()
+    """Every pid used has a process_name and a process_sort_index, every (pid, tid) used a
+    thread_name and a thread_sort_index."""
+    given = defaultdict(set)  # M event name -> the pids, or (pid, tid) lanes, it covers
     for event in events:
         if isinstance(event, dict) and event.get("ph") == "M":
-            if event.get("name") == "process_name":
-                named_pids.add(event.get("pid"))
-            elif event.get("name") == "thread_name":
-                named_lanes.add((event.get("pid"), event.get("tid")))
-    used = set(slices) | {lane for _index, _event, lane, _start in points}
-    for pid in sorted({pid for pid, _tid in used} - named_pids, key=str):
-        report.add("names", f"pid {pid!r} has no process_name M event")
-    for lane in sorted(used - named_lanes, key=str):
-        report.add("names", f"pid {lane[0]!r} tid {lane[1]!r} has no thread_name M event")
+            name = event.get("name")
+            pid = event.get("pid")
+            given[name].add(pid if str(name).startswith("process") else (pid, event.get("tid")))
+    lanes = set(slices) | {lane for _index, _event, lane, _start in points}
+    pids = {pid for pid, _tid in lanes}
+    for kind in ("process_name", "process_sort_index"):
+        for pid in sorted(pids - given[kind], key=str):
+            report.add("names", f"pid {pid!r} has no {kind} M event")
+    for kind in ("thread_name", "thread_sort_index"):
+        for lane in sorted(lanes - given[kind], key=str):
+            report.add("names", f"pid {lane[0]!r} tid {lane[1]!r} has no {kind} M event")
 
 
 def _check_nesting(lane, rows, report) -> list:
