@@ -116,7 +116,7 @@ class KinetoLoad(Load):
         by_external = {}
         for row in np.flatnonzero(~runtime).tolist():
             args = cpu_args[row]
-            if args and args.get("External id") in wanted:
+            if isinstance(args, dict) and args.get("External id") in wanted:
                 by_external.setdefault(args["External id"], row)
         for row in unlinked:
             args = gpu_args[row]

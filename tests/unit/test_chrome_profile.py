@@ -44,3 +44,22 @@ def test_a_recorded_trace_round_trips_through_a_valid_export(tmp_path, recorded)
     assert {row: list(map(list, shapes)) for row, shapes in loaded.shapes.items()} == \
         {row: list(map(list, shapes)) for row, shapes in recorded.shapes.items()}
     assert loaded.table(row_limit=5) == recorded.table(row_limit=5)
+
+
+def test_loads_what_this_torch_profiler_writes(tmp_path):
+    # The Kineto format of the torch installed here, CPU only, with shapes.
+    import json
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                record_shapes=True) as prof:
+        torch.nn.functional.linear(torch.randn(4, 8), torch.randn(3, 8)).sum()
+    path = str(tmp_path / "torch.json")
+    prof.export_chrome_trace(path)
+    xs = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
+    trace = nbprof.load(path)
+    assert len(trace) == len(xs) and trace.meta["backend"] == "kineto"
+    linear = next(e for e in trace.events if e.name == "aten::linear")
+    assert linear.shapes == [[4, 8], [3, 8], []]
+    children = [trace.events[child].name for child in trace.children(linear.id)]
+    assert children == ["aten::t", "aten::matmul"]  # no bias: linear = t + matmul
+    assert check_chrome_trace(export_chrome_trace(trace, tmp_path / "again.json")) == []
