@@ -27,7 +27,12 @@ def load(path) -> Trace:
     """A Trace from a Chrome trace file (``.json`` or ``.json.gz``, gzip recognised by its
     bytes): nbprof's own exports and torch.profiler / Kineto traces. Raises
     :class:`TraceFormatError` (naming the file, and the first bad event) for what it cannot
-    read."""
+    read.
+
+    From a Kineto file, every CPU-side X slice becomes an event and every GPU slice a kernel;
+    a kernel's ``launch_id`` is the op around its cudaLaunchKernel call (not the runtime call
+    itself), so ``FunctionEvent.kernels`` and ``key_averages()``' CUDA totals sit on aten ops,
+    as in torch's own summaries. The chrome_load module says how each link is found."""
     with paused_gc():
         return _load(pathlib.Path(path))
 
