@@ -99,3 +99,15 @@ def test_model_imports_no_torch_bokeh_or_ipython():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "x" in result.stdout
+
+
+def test_gpu_busy_time_counts_nested_and_overlapping_intervals_once():
+    from nbprof.analysis import gpu_busy_ns
+
+    # stream 7: [0,100) holds [10,20); [150,160) apart; stream 8: [0,50) counts on its own
+    trace = Trace.build(
+        start_ns=[0], end_ns=[1], thread=[0], name_id=[0], names=["op"], threads=[(1, 1, "t")],
+        gpu_start_ns=[0, 10, 150, 0], gpu_end_ns=[100, 20, 160, 50], gpu_name_id=[0] * 4,
+        gpu_device=[0] * 4, gpu_stream=[7, 7, 7, 8], gpu_launch=[-1] * 4, gpu_kind=[0] * 4)
+    assert gpu_busy_ns(trace) == 100 + 10 + 50
+    assert "GPU busy time (per stream, summed): 0.160us" in trace.table()
