@@ -174,16 +174,31 @@ def test_search_updates_the_match_count_and_highlights(page, artifacts):
     search.fill("")
     search.type("relu", delay=30)
     count = page.locator(f"{PANEL} .nbprof-match-count").first
-    count.locator("text=/\\d+ events/").wait_for()
-    matches = int(count.inner_text().split()[0].replace(",", ""))
+    # Each keystroke is a search ("r", "re", ...): wait until the count and the outlines settle.
+    matches = _settled_count(page, count)
     assert matches > 0
-    page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === {matches}")
     search.fill("^aten::addmm$")  # a regex: 3 Linear layers x 3 training steps
     count.locator("text='9 events'").wait_for()
     page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === 9")
     page.locator(f"{PANEL} .nbprof-widget button[title='next match']").first.click()
     count.locator("text='1 of 9'").wait_for()
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_search.png"))
+
+
+def _settled_count(page, count, timeout_s=30.0) -> int:
+    """The match count once it has stopped changing and the timeline outlines that many events."""
+    deadline, last, stable = time.monotonic() + timeout_s, None, 0
+    while time.monotonic() < deadline:
+        text = count.inner_text().strip()
+        outlined = page.evaluate(f"() => {_SOURCE_LEN_JS}('nbprof_highlight')")
+        number = int(text.split()[0].replace(",", "")) if text[:1].isdigit() else None
+        state = (number, outlined)
+        stable = stable + 1 if state == last and number == outlined else 0
+        if stable >= 4:
+            return number
+        last = state
+        time.sleep(0.25)
+    raise AssertionError(f"the match count never settled: {last}")
 
 
 _SOURCE_LEN_JS = """((name) => { for (const doc of Bokeh.documents) { const s = doc.get_model_by_name(name);
