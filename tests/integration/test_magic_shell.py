@@ -189,3 +189,15 @@ def test_cudaprof_inside_torchs_own_profiler_says_it_cannot_nest(shell):
 def test_question_mark_help_lists_the_options(shell):
     doc = shell.find_cell_magic("cudaprof").__doc__
     assert "--warmup N" in doc and "--no-display" in doc
+
+
+@pytest.mark.parametrize("filename", ["cell.json", "cell.json.gz"])
+def test_export_writes_a_chrome_trace_that_loads_back(shell, tmp_path, filename):
+    from nbprof.chrome_check import check_chrome_trace
+
+    path = tmp_path / filename
+    result, out = run(shell, f"%%cudaprof --no-display -o exported --export '{path}'\n" + WORK)
+    assert result.success
+    assert f"Chrome trace written to {path}" in out.stdout
+    assert check_chrome_trace(str(path)) == []
+    assert len(nbprof.load(path)) == len(shell.user_ns["exported"])
