@@ -31,7 +31,8 @@ def register(ipython) -> None:
 class CudaprofMagics(Magics):
     @line_cell_magic
     def cudaprof(self, line: str, cell: str | None = None):
-        """Profile the cell with nbprof and show its timeline. ``%%cudaprof -h`` lists the options."""
+        """Profile the cell with nbprof and show its timeline. ``%cudaprof -h`` lists the options."""
+        __tracebackhide__ = True  # a cell's traceback starts at the cell's own line
         if cell is None:
             line, cell = split_line_magic(line)
         try:
@@ -67,7 +68,9 @@ class CellRunner:
     def __init__(self, shell, source: str):
         self._shell = shell
         python = shell.transform_cell(source)
-        filename = shell.compile.cache(python)  # so tracebacks show the cell's lines
+        # Registered in linecache, so tracebacks show the cell's lines as In[n]; IPython has already
+        # counted the running cell (execution_count is the next one's number) when it stores history.
+        filename = shell.compile.cache(python, number=max(shell.execution_count - 1, 0))
         tree = shell.transform_ast(ast.parse(python, filename=filename))
         body = tree.body
         self.is_empty = not body  # blank, or only comments
