@@ -162,10 +162,6 @@ def publish(shell, trace, options, note: str | None = None) -> None:
         print(repeat_table(trace, row_limit=options.row_limit))
     if options.table:
         print(trace.table(sort_by=options.sort, row_limit=options.row_limit))
-    if options.export:
-        from .chrome import export_chrome_trace
-
-        print(f"Chrome trace written to {export_chrome_trace(trace, options.export)}")
     if note and options.no_display:
         print(note)
     if not options.no_display:
@@ -175,3 +171,11 @@ def publish(shell, trace, options, note: str | None = None) -> None:
 
         name = options.variable or time.strftime("cudaprof-%Y%m%d-%H%M%S")
         display(widget(trace, name=name, sort_by=options.sort, note=note))
+    if options.export:  # last: a bad path must not cost the user the widget or the variable
+        from .chrome import export_chrome_trace
+
+        try:
+            print(f"Chrome trace written to {export_chrome_trace(trace, options.export)}")
+        except OSError as error:
+            raise UsageError(f"--export could not write {options.export}: {error.strerror or error}. "
+                             "Give a path in a folder that exists and that you can write to.") from None

@@ -107,6 +107,7 @@ class TraceWidget(ipywidgets.VBox):
         from .timeline import Timeline
 
         self.trace = trace
+        self.note = note
         self.timeline = Timeline(trace)
         ensure_bokehjs()
         self.plot = BokehModel(self.timeline.layout)
@@ -233,6 +234,8 @@ class TraceWidget(ipywidgets.VBox):
             table = f"{self.per_run}\n\n{table}"
         note = ("nbprof timeline: the interactive widget needs a running Jupyter kernel. "
                 f"{len(self.trace):,} events, {len(self.trace.gpu_start_ns):,} GPU intervals.")
+        if self.note:  # the cell raised or was interrupted: say so outside the widget too
+            note = f"{self.note}\n{note}"
         bundle["text/plain"] = f"{note}\n{table}"
         bundle["text/html"] = f"<p><i>{escape(note)}</i></p><pre>{escape(table)}</pre>"
         return bundle

@@ -201,3 +201,21 @@ def test_export_writes_a_chrome_trace_that_loads_back(shell, tmp_path, filename)
     assert f"Chrome trace written to {path}" in out.stdout
     assert check_chrome_trace(str(path)) == []
     assert len(nbprof.load(path)) == len(shell.user_ns["exported"])
+
+
+def test_export_to_a_missing_folder_is_a_clear_error_after_the_widget(shell, tmp_path):
+    path = tmp_path / "no-such-folder" / "cell.json.gz"
+    result, out = run(shell, f"%%cudaprof -o kept --export '{path}'\nk = torch.ones(2) + 1")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "--export could not write" in str(result.error_in_exec)
+    assert "folder that exists" in str(result.error_in_exec)
+    assert "kept" in shell.user_ns and "k" in shell.user_ns  # the cell ran, the trace is kept
+    assert any("application/vnd.jupyter.widget-view+json" in o.data for o in out.outputs)
+
+
+def test_a_raising_cell_says_so_in_the_widgets_text_fallback(shell):
+    result, out = run(shell, "%%cudaprof\nj = torch.ones(2) * 3\nraise KeyError('missing')")
+    assert isinstance(result.error_in_exec, KeyError)
+    widget = next(o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data)
+    assert "The cell raised KeyError" in widget.data["text/plain"]
+    assert "aten::mul" in widget.data["text/plain"]
