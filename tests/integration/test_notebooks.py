@@ -90,7 +90,8 @@ def test_quickstart_reads_as_the_text_says(executed):
     table = next(c for c in cells if c.source.startswith("print(trace.table"))
     assert "aten::addmm" in table.outputs[0].text
     assert (folder / "quickstart.json.gz").is_file()
-    assert "events read back" in cells[-1].outputs[0].text
+    assert "events read back" in cells[-2].outputs[0].text
+    assert any(WIDGET in o.get("data", {}) for o in cells[-1].outputs)  # a loaded trace's widget
 
 
 def test_options_tour_shows_each_option_at_work(executed):
