@@ -99,33 +99,46 @@ def printable(name: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
+def text_table(headers: list[str], rows: list[list[str]], name_width: int = 55) -> list[str]:
+    """The lines of a text table between rules: the first column (a name) made printable, cut to
+    ``name_width`` and aligned left, the other cells aligned right. The summary table and the
+    ``--repeat`` table share it."""
+    lines = [[_name_cell(row[0], name_width), *row[1:]] for row in rows]
+    widths = [max([len(headers[i])] + [len(line[i]) for line in lines]) for i in range(len(headers))]
+    rule = "  ".join("-" * width for width in widths)
+
+    def fmt(cells):
+        return "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                         for i, (cell, width) in enumerate(zip(cells, widths)))
+
+    return [rule, fmt(headers), rule, *map(fmt, lines), rule]
+
+
+def _name_cell(name: str, width: int) -> str:
+    name = printable(name)
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def limit_rows(rows: list, row_limit: int | None) -> list:
+    """The first ``row_limit`` rows; all of them for None or a negative limit."""
+    return rows if row_limit is None or row_limit < 0 else rows[:row_limit]
+
+
 def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
           name_width: int = 55) -> str:
     """The summary as a text table, like torch's ``key_averages().table()``."""
     rows = key_averages(trace, sort_by)
-    shown = rows if row_limit is None or row_limit < 0 else rows[:row_limit]
+    shown = limit_rows(rows, row_limit)
     total_cpu = float((trace.end_ns - trace.start_ns)[trace.depth == 0].sum()) / 1e3
     headers = ["Name", "Self CPU %", "Self CPU", "CPU total", "CPU time avg", "CUDA total",
                "CUDA time avg", "# of Calls"]
-    lines = []
-    for row in shown:
-        name = printable(row.name)
-        if len(name) > name_width:
-            name = name[: name_width - 3] + "..."
-        share = 100.0 * row.self_cpu_time_total / total_cpu if total_cpu else 0.0
-        lines.append([name, f"{share:.2f}%", format_us(row.self_cpu_time_total),
-                      format_us(row.cpu_time_total), format_us(row.cpu_time_avg),
-                      format_us(row.cuda_time_total), format_us(row.cuda_time_avg),
-                      str(row.count)])
-    widths = [max([len(headers[i])] + [len(line[i]) for line in lines]) for i in range(len(headers))]
-    rule = "  ".join("-" * w for w in widths)
-
-    def fmt(cells):
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths)))
-
-    out = [rule, fmt(headers), rule, *map(fmt, lines), rule,
-           f"Self CPU time total: {format_us(total_cpu)}"]
+    cells = [[row.name,
+              f"{100.0 * row.self_cpu_time_total / total_cpu if total_cpu else 0.0:.2f}%",
+              format_us(row.self_cpu_time_total), format_us(row.cpu_time_total),
+              format_us(row.cpu_time_avg), format_us(row.cuda_time_total),
+              format_us(row.cuda_time_avg), str(row.count)]
+             for row in shown]
+    out = [*text_table(headers, cells, name_width), f"Self CPU time total: {format_us(total_cpu)}"]
     if trace.has_gpu:
         out.append(f"GPU busy time (per stream, summed): {format_us(gpu_busy_ns(trace) / 1e3)}")
     if len(rows) > len(shown):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import format_us, printable
+from .analysis import format_us, limit_rows, text_table
 from .events import Trace
 
 MARKER_PREFIX = "cudaprof run "
@@ -81,24 +81,12 @@ def _run_of(start_ns: np.ndarray, run_start: np.ndarray, run_end: np.ndarray) ->
 def repeat_table(trace: Trace, row_limit: int = 20, name_width: int = 55) -> str:
     """The repeat summary as text: CPU time per run (mean, min, max), calls and CUDA time per run."""
     rows = repeat_summary(trace)
-    shown = rows if row_limit is None or row_limit < 0 else rows[:row_limit]
+    shown = limit_rows(rows, row_limit)
     headers = ["Name", "CPU mean", "CPU min", "CPU max", "CUDA mean", "Calls/run"]
-    lines = []
-    for row in shown:
-        name = printable(row.name)
-        name = name if len(name) <= name_width else name[: name_width - 3] + "..."
-        lines.append([name, format_us(row.cpu_mean_us), format_us(row.cpu_min_us),
-                      format_us(row.cpu_max_us), format_us(row.cuda_mean_us),
-                      f"{row.calls_per_run:g}"])
-    widths = [max([len(headers[i])] + [len(line[i]) for line in lines]) for i in range(len(headers))]
-
-    def fmt(cells):
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths)))
-
-    rule = "  ".join("-" * w for w in widths)
-    out = [f"Per run, over {len(run_windows(trace)[1])} runs:", rule, fmt(headers), rule,
-           *map(fmt, lines), rule]
+    cells = [[row.name, format_us(row.cpu_mean_us), format_us(row.cpu_min_us),
+              format_us(row.cpu_max_us), format_us(row.cuda_mean_us), f"{row.calls_per_run:g}"]
+             for row in shown]
+    out = [f"Per run, over {len(run_windows(trace)[1])} runs:", *text_table(headers, cells, name_width)]
     if len(rows) > len(shown):
         out.append(f"({len(rows) - len(shown)} more rows; --row-limit -1 shows all)")
     return "\n".join(out)

@@ -111,3 +111,17 @@ def test_gpu_busy_time_counts_nested_and_overlapping_intervals_once():
         gpu_device=[0] * 4, gpu_stream=[7, 7, 7, 8], gpu_launch=[-1] * 4, gpu_kind=[0] * 4)
     assert gpu_busy_ns(trace) == 100 + 10 + 50
     assert "GPU busy time (per stream, summed): 0.160us" in trace.table()
+
+
+def test_table_rows_stay_one_line_and_aligned_with_control_characters_in_names():
+    # a name with a newline, a tab, an escape sequence and a bell: each must read as an escape,
+    # or the row would break over lines or repaint the terminal
+    odd = "x\ny\tz\x1b[31m\x07é"
+    trace = Trace.build(start_ns=[0, 10], end_ns=[5, 12], thread=[0, 0], name_id=[0, 1],
+                        names=[odd, "plain"], threads=[(1, 1, "main")])
+    lines = trace.table().splitlines()
+    row = next(line for line in lines if line.startswith("x"))
+    assert row.startswith(r"x\ny\tz\x1b[31m\x07é")
+    assert all(ch.isprintable() for line in lines for ch in line)
+    widths = {len(line) for line in lines[:5]}  # rules, header and the two rows
+    assert len(widths) == 1, lines

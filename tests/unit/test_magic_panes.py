@@ -108,3 +108,13 @@ def test_details_times_are_on_the_timelines_axis():
                         names=["outer", "inner"], threads=[(1, 1, "main")])
     html = details_html(trace, 1)  # the axis starts at the first event (5 us)
     assert "2.000us &rarr; 3.000us (<b>1.000us</b>)" in html
+
+
+def test_repeat_table_shows_control_characters_as_escapes_in_aligned_rows():
+    trace = two_run_trace()
+    trace.names[2] = "aten::linear\n\x1b[2J"  # the op in both runs, renamed
+    lines = repeat_table(trace).splitlines()
+    assert any(line.startswith(r"aten::linear\n\x1b[2J ") for line in lines)
+    assert all(ch.isprintable() for line in lines for ch in line)
+    table_lines = lines[1:-1]  # after "Per run, over 2 runs:", rules, header and rows
+    assert len({len(line) for line in table_lines}) == 1, lines
