@@ -37,7 +37,7 @@ function dispatch(S) {
     if (S.lastView && view.every((v, i) => v === S.lastView[i])) return;
     S.lastView = view;
     drawView(S);
-  } else if (cb_obj === selection || cb_obj === highlight) {
+  } else if (cb_obj === selection || cb_obj === highlight || cb_obj === highlight_gpu) {
     drawOverlays(S);
   } else if (cb_obj === rendered.selected) {
     onTap(S);

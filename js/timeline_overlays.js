@@ -52,11 +52,13 @@ function drawOverlays(S) {
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
   const minBar = MIN_BAR_PX * (x1 - x0) / width;
   const marks = {left: [], right: [], bottom: [], top: [], line_color: []};
-  const ids = highlight.data.event_id || [];
-  for (let k = 0; k < ids.length && marks.left.length < MARKS_MAX; k++) {
-    const entry = entryOf(S, ids[k], "cpu");
-    if (entry >= 0 && S.start[entry] <= x1 && S.start[entry] + S.dur[entry] >= x0)
-      pushMark(S, marks, entry, info.highlight_color, minBar);
+  // Search and summary matches: CPU events and GPU intervals alike, those in view.
+  for (const [ids, kind] of [[highlight.data.event_id, "cpu"], [highlight_gpu.data.gpu_row, "gpu"]]) {
+    for (let k = 0; k < (ids || []).length && marks.left.length < MARKS_MAX; k++) {
+      const entry = entryOf(S, ids[k], kind);
+      if (entry >= 0 && S.start[entry] <= x1 && S.start[entry] + S.dur[entry] >= x0)
+        pushMark(S, marks, entry, info.highlight_color, minBar);
+    }
   }
   const selectedIds = selection.data.event_id || [], kinds = selection.data.kind || [];
   const selected = selectedIds.length ? entryOf(S, selectedIds[0], kinds[0]) : -1;

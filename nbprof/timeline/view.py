@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
+import numpy as np
 import orjson
 from bokeh.document import Document
 from bokeh.layouts import column
@@ -19,6 +20,19 @@ from .lanes import build_lanes, cpu_families, gpu_families
 
 def _empty(*names) -> dict:
     return {name: [] for name in names}
+
+
+# Highlighted ids travel as int32 arrays: Bokeh ships those as binary buffers, where a list of
+# 500k ints (a broad search) would be a multi-megabyte JSON message per keystroke.
+_NO_IDS = np.zeros(0, np.int32)
+
+
+def _checked_ids(ids, size: int, what: str) -> np.ndarray:
+    ids = np.asarray(ids if ids is not None else (), dtype=np.int64).ravel()
+    bad = ids[(ids < 0) | (ids >= size)]
+    if len(bad):
+        raise ValueError(f"{what} {bad[:5].tolist()} are not in this trace (0..{size - 1})")
+    return ids.astype(np.int32)
 
 
 _DRAWN = {
@@ -49,7 +63,10 @@ class Timeline:
         size = {"width": width} if width else {"sizing_mode": "stretch_width"}
 
         self.selection = ColumnDataSource(_empty("event_id", "kind"), name="nbprof_selection")
-        self.highlighted = ColumnDataSource(_empty("event_id"), name="nbprof_highlight")
+        # Two sources, not one: CPU ids and GPU rows differ in number, and a source's columns
+        # must be equally long.
+        self.highlighted = ColumnDataSource({"event_id": _NO_IDS}, name="nbprof_highlight")
+        self.highlighted_gpu = ColumnDataSource({"gpu_row": _NO_IDS}, name="nbprof_highlight_gpu")
         self.filter = ColumnDataSource({"lane_visible": [True] * len(self._labels),
                                         "min_duration_ns": [0] * len(self._labels)},
                                        name="nbprof_filter")
@@ -71,11 +88,12 @@ class Timeline:
             rendered=self.rendered, overview_source=sources["overview_bars"],
             marks_source=sources["marks"], links_focus=sources["links_focus"],
             links_view=sources["links_view"], bands_source=sources["bands"],
-            selection=self.selection, highlight=self.highlighted, filter=self.filter,
+            selection=self.selection, highlight=self.highlighted,
+            highlight_gpu=self.highlighted_gpu, filter=self.filter,
             ticker=ticker, yaxis=plot.yaxis[0], hover=hover))
         plot.x_range.js_on_change("start", callback)
         plot.x_range.js_on_change("end", callback)
-        for source in (self.selection, self.highlighted, self.filter):
+        for source in (self.selection, self.highlighted, self.highlighted_gpu, self.filter):
             source.js_on_change("data", callback)
         self.rendered.selected.js_on_change("indices", callback)
         hover.callback = callback
@@ -119,13 +137,16 @@ class Timeline:
     def lanes(self) -> list[str]:
         return list(self._labels)
 
-    def highlight(self, event_ids) -> None:
-        """Outline these CPU events (search or summary-row matches); an empty list clears."""
-        ids = [int(i) for i in (event_ids if event_ids is not None else [])]
-        bad = [i for i in ids if not 0 <= i < len(self.trace)]
-        if bad:
-            raise ValueError(f"event ids {bad[:5]} are not in this trace (0..{len(self.trace) - 1})")
-        self.highlighted.data = {"event_id": ids}
+    def highlight(self, event_ids, gpu_rows=()) -> None:
+        """Outline these CPU events and GPU intervals (rows of ``trace.gpu_start_ns``): search or
+        summary-row matches. Empty clears."""
+        cpu = _checked_ids(event_ids, len(self.trace), "event ids")
+        gpu = _checked_ids(gpu_rows, len(self.trace.gpu_start_ns), "GPU rows")
+        # Each assignment is a message to the browser and a redraw there: skip what stays empty.
+        if len(cpu) or len(self.highlighted.data["event_id"]):
+            self.highlighted.data = {"event_id": cpu}
+        if len(gpu) or len(self.highlighted_gpu.data["gpu_row"]):
+            self.highlighted_gpu.data = {"gpu_row": gpu}
 
     def set_filter(self, *, lanes=None, min_duration_ns: int = 0) -> None:
         """Show only these lanes (labels from ``.lanes``, None = all) and events at least this long."""

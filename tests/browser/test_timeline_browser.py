@@ -238,6 +238,33 @@ def test_filter_highlight_and_selection_set_in_python_show_in_the_page(browser, 
     page.close()
 
 
+def test_gpu_matches_are_outlined_zoomed_out_and_in(browser, tmp_path, artifacts):
+    trace = busy_trace(4000, seed=3)
+    origin = min(trace.start_ns.min(), trace.gpu_start_ns.min())
+    view = Timeline(trace)
+    view.highlight([], gpu_rows=[1, 2, 300])
+    page = open_page(browser, view.save(tmp_path / "gpu_highlight.html"))
+
+    def outlined():
+        marks = page.evaluate("() => { const d = nb('nbprof_marks').data; return "
+                              "{left: [...d.left], bottom: [...d.bottom], color: [...d.line_color]}; }")
+        return sorted((left, bottom) for left, bottom, color in
+                      zip(marks["left"], marks["bottom"], marks["color"]) if color == "#ff00aa")
+
+    # Zoomed out the GPU lane is busy blocks, yet each match is outlined as itself.
+    assert [left for left, _ in outlined()] == sorted(trace.gpu_start_ns[[1, 2, 300]] - origin)
+    # Set live in the page, as the notebook widget does; then zoomed in, on the drawn bar.
+    page.evaluate("() => { nb('nbprof_highlight_gpu').data = {gpu_row: [2]}; }")
+    start, end = int(trace.gpu_start_ns[2] - origin), int(trace.gpu_end_ns[2] - origin)
+    page.evaluate(f"nbSetX({start - 5_000}, {end + 5_000})")
+    bars = rendered(page)
+    bar = next(k for k in range(len(bars["id"])) if bars["gpu"][k] and bars["id"][k] == 2)
+    ((left, bottom),) = outlined()
+    assert left == start and bottom == pytest.approx(bars["top"][bar] - 0.85)  # the same row
+    page.screenshot(path=artifacts / "timeline_gpu_match_outlined.png")
+    page.close()
+
+
 @pytest.mark.parametrize("name", ["gpu_sampled_rank1.json.gz", "gpu_triton_kernel.json.gz",
                                   "rocm_mi250_train.json.gz", "cpu_only_rank34.json.gz"])
 def test_every_shared_trace_draws(browser, shared_traces, tmp_path, artifacts, name):

@@ -72,6 +72,12 @@ def test_interface_changes_the_sources_the_browser_code_reads():
     assert view.selection.data["event_id"] == []
     view.highlight([0, 2])
     assert list(view.highlighted.data["event_id"]) == [0, 2]
+    assert len(view.highlighted_gpu.data["gpu_row"]) == 0
+    view.highlight([1], gpu_rows=[2, 0])
+    assert list(view.highlighted.data["event_id"]) == [1]
+    assert list(view.highlighted_gpu.data["gpu_row"]) == [2, 0]
+    view.highlight([])
+    assert len(view.highlighted.data["event_id"]) == len(view.highlighted_gpu.data["gpu_row"]) == 0
     view.set_filter(lanes=["GPU 0 stream 7"], min_duration_ns=5)
     assert view.filter.data["lane_visible"] == [False, False, True, False]
     assert view.filter.data["min_duration_ns"][0] == 5
@@ -81,6 +87,10 @@ def test_interface_rejects_what_is_not_in_the_trace():
     view = Timeline(two_thread_trace())
     with pytest.raises(ValueError, match="not in this trace"):
         view.highlight([99])
+    with pytest.raises(ValueError, match=r"GPU rows \[3\] are not in this trace"):
+        view.highlight([0], gpu_rows=[0, 3])
+    with pytest.raises(ValueError, match=r"event ids \[-1\]"):
+        view.highlight([-1])
     with pytest.raises(ValueError, match="unknown lanes"):
         view.set_filter(lanes=["GPU 5 stream 1"])
     with pytest.raises(ValueError, match="no gpu event 7"):
@@ -185,3 +195,25 @@ def test_thread_labels_name_the_tid_once():
                         names=["op"], threads=[(1, 1, "worker1"), (1, 77, "thread 77 (python)"),
                                                (1, 5, "")])
     assert Timeline(trace).lanes == ["worker1 (1)", "thread 5", "thread 77 (python)"]
+
+
+def test_a_broad_highlight_reaches_the_browser_as_binary_not_json():
+    # What jupyter_bokeh sends per search keystroke: the document patch, its arrays as buffers.
+    from bokeh.protocol import Protocol
+
+    n = 200_000
+    trace = Trace.build(start_ns=np.arange(n) * 10, end_ns=np.arange(n) * 10 + 5,
+                        thread=np.zeros(n), name_id=np.zeros(n), names=["op", "k"],
+                        threads=[(1, 1, "main")], gpu_start_ns=np.arange(n) * 10 + 6,
+                        gpu_end_ns=np.arange(n) * 10 + 8, gpu_name_id=np.ones(n),
+                        gpu_device=np.zeros(n), gpu_stream=np.zeros(n), gpu_launch=np.arange(n),
+                        gpu_kind=np.ones(n))
+    view = Timeline(trace)
+    events = []
+    view.layout.document.on_change(events.append)
+    view.highlight(np.arange(n), gpu_rows=np.arange(0, n, 2))
+    assert len(events) == 2  # one patch per source
+    for event, count in zip(events, (n, n // 2)):
+        message = Protocol().create("PATCH-DOC", [event])
+        assert len(message.content_json) < 2_000
+        assert sum(len(buffer.to_bytes()) for buffer in message.buffers) == 4 * count
