@@ -35,11 +35,14 @@ def find_events(trace: Trace, pattern: str) -> SearchResult:
         return SearchResult(empty, empty, f"no matches{note}")
     event_ids = np.flatnonzero(name_matches[trace.name_id])
     gpu_rows = np.flatnonzero(name_matches[trace.gpu_name_id])
-    parts = [f"{len(event_ids):,} event{'s' * (len(event_ids) != 1)}"]
+    parts = [_plural(len(event_ids), "event")]
     if len(gpu_rows):
-        # The timeline outlines CPU events only: say so rather than let the user hunt for them.
-        parts.append(f"{len(gpu_rows):,} GPU interval{'s' * (len(gpu_rows) != 1)} (not outlined)")
+        parts.append(_plural(len(gpu_rows), "GPU interval"))
     return SearchResult(event_ids, gpu_rows, " + ".join(parts) + note)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'s' * (count != 1)}"
 
 
 def events_named(trace: Trace, name: str) -> np.ndarray:
@@ -47,3 +50,22 @@ def events_named(trace: Trace, name: str) -> np.ndarray:
     if name not in trace.names:
         return np.zeros(0, np.int64)
     return np.flatnonzero(trace.name_id == trace.names.index(name))
+
+
+def gpu_launched_by(trace: Trace, event_ids: np.ndarray) -> np.ndarray:
+    """GPU intervals launched by these CPU events or by ops nested in them, in start order: what
+    clicking one of them links to on the timeline (a kernel's launcher is the innermost op, so
+    aten::linear's kernels are launched by the aten::addmm inside it)."""
+    chosen = np.zeros(len(trace), bool)
+    chosen[event_ids] = True
+    pending = np.flatnonzero(trace.gpu_launch >= 0)  # GPU rows not yet tied to a chosen op
+    op = trace.gpu_launch[pending].astype(np.int64)  # their launcher, then its parent, ...
+    found = [np.zeros(0, np.int64)]
+    # One nesting level per step for all intervals at once: nesting is tens deep, not thousands.
+    while len(pending):
+        hit = chosen[op]
+        found.append(pending[hit])
+        pending, op = pending[~hit], trace.parent[op[~hit]].astype(np.int64)
+        nested = op >= 0
+        pending, op = pending[nested], op[nested]
+    return np.sort(np.concatenate(found))

@@ -18,7 +18,7 @@ import numpy as np
 from .analysis import SORT_KEYS, format_us, key_averages, printable
 from .details import details_html, gpu_details_html, timeline_origin_ns
 from .events import Trace
-from .search import events_named, find_events
+from .search import events_named, find_events, gpu_launched_by
 
 _bokehjs_loaded = False
 BOKEHJS_COMPONENTS = ["bokeh", "bokeh-widgets"]
@@ -111,8 +111,9 @@ class TraceWidget(ipywidgets.VBox):
         self.timeline = Timeline(trace)
         ensure_bokehjs()
         self.plot = BokehModel(self.timeline.layout)
-        self._matches = np.zeros(0, np.int64)
-        self._match_index = -1
+        # Search or summary matches, stepped through in time order (_match_order, made lazily).
+        self._matches = self._gpu_matches = np.zeros(0, np.int64)
+        self._match_order, self._match_index = None, -1
 
         self._make_controls()
         self.details = ipywidgets.HTML(details_html(trace, None))
@@ -169,39 +170,57 @@ class TraceWidget(ipywidgets.VBox):
 
     def run_search(self, pattern: str) -> None:
         result = find_events(self.trace, pattern)
-        self._matches = result.event_ids
-        self._match_index = -1
-        self.timeline.highlight(result.event_ids)
+        self._set_matches(result.event_ids, result.gpu_rows)
         self.match_count.value = escape(result.message)
 
-    def step_match(self, step: int) -> None:
-        if not len(self._matches):
-            return
-        self._match_index = (self._match_index + step) % len(self._matches)
-        event_id = int(self._matches[self._match_index])
-        self.timeline.select(event_id)
-        self._bring_into_view(event_id)
-        self._show_details(event_id)
-        self.match_count.value = escape(f"{self._match_index + 1} of {len(self._matches):,}")
+    def show_op(self, name: str) -> None:
+        """A summary row was clicked: outline every event of that op and the GPU intervals they
+        launched (through the ops nested in them too: what clicking one of them links to)."""
+        ids = events_named(self.trace, name)
+        gpu_rows = gpu_launched_by(self.trace, ids)
+        self._set_matches(ids, gpu_rows)
+        launched = f" + {len(gpu_rows):,} GPU intervals they launched" if len(gpu_rows) else ""
+        self.match_count.value = escape(f"{len(ids):,} events of {printable(name)}{launched}")
 
-    def _bring_into_view(self, event_id: int) -> None:
-        """Pan (keeping the zoom) so the event is in view; zoom out if it is wider than the view."""
+    def _set_matches(self, event_ids: np.ndarray, gpu_rows: np.ndarray) -> None:
+        self.timeline.highlight(event_ids, gpu_rows)
+        self._matches, self._gpu_matches, self._match_order = event_ids, gpu_rows, None
+        self._match_index = -1
+
+    def step_match(self, step: int) -> None:
+        """Select the next (or previous) match, CPU event or GPU interval, in time order."""
+        total = len(self._matches) + len(self._gpu_matches)
+        if not total:
+            return
+        if self._match_order is None:  # sorted on the first step, not on every keystroke
+            starts = np.concatenate([self.trace.start_ns[self._matches],
+                                     self.trace.gpu_start_ns[self._gpu_matches]])
+            self._match_order = np.argsort(starts, kind="stable")
+        self._match_index = (self._match_index + step) % total
+        k = int(self._match_order[self._match_index])
+        if k < len(self._matches):
+            kind, row = "cpu", int(self._matches[k])
+            start, end = self.trace.start_ns[row], self.trace.end_ns[row]
+        else:
+            kind, row = "gpu", int(self._gpu_matches[k - len(self._matches)])
+            start, end = self.trace.gpu_start_ns[row], self.trace.gpu_end_ns[row]
+        self.timeline.select(row, kind=kind)
+        self._bring_into_view(int(start), int(end))
+        # The selection's on_change shows the details too, but not when the same match is stepped
+        # to again (no change): and the user may have switched to another pane since.
+        self._show_details(row, kind)
+        self.match_count.value = escape(f"{self._match_index + 1} of {total:,}")
+
+    def _bring_into_view(self, start_ns: int, end_ns: int) -> None:
+        """Pan (keeping the zoom) so the interval is in view; zoom out if it is wider than the view."""
         x_range = self.timeline.plot.x_range
         origin = timeline_origin_ns(self.trace)
-        start = int(self.trace.start_ns[event_id]) - origin
-        end = int(self.trace.end_ns[event_id]) - origin
+        start, end = start_ns - origin, end_ns - origin
         width = max(x_range.end - x_range.start, (end - start) * 1.2)
         if x_range.start <= start and end <= x_range.end and width == x_range.end - x_range.start:
             return
         middle = (start + end) / 2
         x_range.update(start=middle - width / 2, end=middle + width / 2)
-
-    def show_op(self, name: str) -> None:
-        """A summary row was clicked: highlight every event of that op."""
-        ids = events_named(self.trace, name)
-        self._matches, self._match_index = ids, -1
-        self.timeline.highlight(ids)
-        self.match_count.value = escape(f"{len(ids):,} events of {printable(name)}")
 
     # -- filters and selection ----------------------------------------------------------------
 
@@ -212,14 +231,13 @@ class TraceWidget(ipywidgets.VBox):
 
     def _selection_changed(self, _attr, _old, new) -> None:
         ids, kinds = list(new.get("event_id", [])), list(new.get("kind", []))
-        if ids and kinds and kinds[0] == "gpu":
-            self.details.value = gpu_details_html(self.trace, int(ids[0]))
-            self.panes.selected_index = 0
-        else:
-            self._show_details(int(ids[0]) if ids else None)
+        self._show_details(int(ids[0]) if ids else None, kinds[0] if kinds else "cpu")
 
-    def _show_details(self, event_id: int | None) -> None:
-        self.details.value = details_html(self.trace, event_id)
+    def _show_details(self, event_id: int | None, kind: str = "cpu") -> None:
+        if event_id is not None and kind == "gpu":
+            self.details.value = gpu_details_html(self.trace, event_id)
+        else:
+            self.details.value = details_html(self.trace, event_id)
         if event_id is not None:
             self.panes.selected_index = 0
 

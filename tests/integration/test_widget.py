@@ -35,7 +35,7 @@ def test_search_counts_highlights_and_steps_through_matches(trace):
     widget.previous.click()
     assert widget.match_count.value == "30 of 30"  # wraps around
     widget.search.value = ""
-    assert widget.timeline.highlighted.data["event_id"] == [] and widget.match_count.value == ""
+    assert len(widget.timeline.highlighted.data["event_id"]) == 0 and widget.match_count.value == ""
 
 
 def test_summary_is_sortable_and_a_row_highlights_its_op(trace):
@@ -47,6 +47,47 @@ def test_summary_is_sortable_and_a_row_highlights_its_op(trace):
     ids = widget.timeline.highlighted.data["event_id"]
     assert len(ids) == 30 and {trace.names[trace.name_id[i]] for i in ids} == {"aten::matmul"}
     assert widget.match_count.value == "30 events of aten::matmul"
+
+
+@pytest.fixture(scope="module")
+def alexnet(shared_traces):
+    return nbprof.load(shared_traces / "gpu_alexnet_kineto.json.gz")
+
+
+def test_search_outlines_gpu_matches_and_steps_through_them_in_time_order(alexnet):
+    widget = nbprof.widget(alexnet)
+    kernels = np.flatnonzero(np.char.find([n.lower() for n in alexnet.names], "gemm") >= 0)
+    gpu_rows = np.flatnonzero(np.isin(alexnet.gpu_name_id, kernels))
+    cpu_ids = np.flatnonzero(np.isin(alexnet.name_id, kernels))
+    assert len(gpu_rows) > 1  # the test needs GPU matches
+    widget.search.value = "gemm"
+    assert list(widget.timeline.highlighted_gpu.data["gpu_row"]) == gpu_rows.tolist()
+    assert list(widget.timeline.highlighted.data["event_id"]) == cpu_ids.tolist()
+    assert "not outlined" not in widget.match_count.value
+    assert f"{len(gpu_rows)} GPU intervals" in widget.match_count.value
+    starts = []
+    for _ in range(len(gpu_rows) + len(cpu_ids)):
+        widget.next.click()
+        (row,), (kind,) = widget.timeline.selection.data["event_id"], widget.timeline.selection.data["kind"]
+        starts.append((alexnet.gpu_start_ns if kind == "gpu" else alexnet.start_ns)[row])
+        if kind == "gpu":
+            assert row in gpu_rows and "Launched by" in widget.details.value
+    assert starts == sorted(starts)
+    widget.search.value = ""
+    assert len(widget.timeline.highlighted_gpu.data["gpu_row"]) == 0
+
+
+def test_a_summary_row_outlines_the_gpu_intervals_its_op_launched(alexnet):
+    widget = nbprof.widget(alexnet)
+    widget.summary.rows.value = "aten::addmm"  # the op that launches the Linear layers' gemms
+    addmm = np.flatnonzero(alexnet.name_id == alexnet.names.index("aten::addmm"))
+    launched = np.flatnonzero(np.isin(alexnet.gpu_launch, addmm))
+    assert len(launched) and list(widget.timeline.highlighted_gpu.data["gpu_row"]) == launched.tolist()
+    assert widget.match_count.value == (f"{len(addmm)} events of aten::addmm + {len(launched)} GPU "
+                                        "intervals they launched")
+    # aten::linear launches nothing itself: its row outlines what the addmm inside it launched
+    widget.summary.rows.value = "aten::linear"
+    assert set(launched) <= set(widget.timeline.highlighted_gpu.data["gpu_row"])
 
 
 def test_a_tap_on_the_timeline_shows_the_details(trace):
