@@ -10,13 +10,13 @@ nbprof's own format), chrome_kineto (torch.profiler / Kineto files), chrome_chec
 from __future__ import annotations
 
 import pathlib
-from itertools import compress, repeat
-from operator import eq
+
+import numpy as np
 
 from .chrome_export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
 from .chrome_kineto import KinetoLoad
 from .chrome_load import NbprofLoad, nbprof_block
-from .chrome_read import TraceFormatError, paused_gc, phases_of, read_trace, x_slices
+from .chrome_read import TraceFormatError, paused_gc, phase_rows, pick, read_trace, x_slices
 from .events import Trace
 
 __all__ = ["TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict", "export_chrome_trace",
@@ -42,12 +42,10 @@ def _load(path: pathlib.Path) -> Trace:
     block = nbprof_block(data)
     if not events and block is None:
         raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")
-    phases = phases_of(events)
-    slices = x_slices(events, phases, path)
-    # compress/map/eq run in C: a tenth of a comprehension's time over ~10^5 events.
-    metadata = list(compress(events, map(eq, phases, repeat("M"))))
-    flow_points = [*compress(events, map(eq, phases, repeat("s"))),
-                   *compress(events, map(eq, phases, repeat("f")))]
-    skipped = len(events) - len(slices.ts) - len(metadata) - len(flow_points)
+    rows = phase_rows(events)
+    slices = x_slices(events, rows["X"], path)
+    metadata = pick(events, rows["M"])
+    flow_points = pick(events, np.concatenate([rows["s"], rows["f"]]))
+    skipped = len(events) - sum(map(len, rows.values()))
     loader = NbprofLoad(block, slices) if block else KinetoLoad(data, slices, metadata)
     return loader.trace(flow_points, skipped=skipped)

@@ -79,11 +79,12 @@ class KinetoLoad(Load):
         # matched on (pid, tid, ts) exactly. A flow with one end missing links nothing.
         flows = [event for event in flows if str(event.cat).lower() in FLOW_CATEGORIES]
         s = self.slices
-        ts = s.ts.tolist()
+        every_row = np.arange(len(s.ts))
+        pid, tid, ts = s.pid.values(every_row), s.tid.values(every_row), s.ts.tolist()
         # Keyed by where a flow's f lands; a kernel and an annotation starting together on one
         # stream share a key: the kernel (listed last) wins, as the flow is the kernel's.
         kinds = self.gpu_kinds(gpu_rows).tolist()
-        landing = {(s.pid[row], s.tid[row], ts[row]): index
+        landing = {(pid[row], tid[row], ts[row]): index
                    for _kind, index, row in sorted(
                        zip((kind != KIND_OTHER for kind in kinds), range(len(gpu_rows)),
                            gpu_rows.tolist()))}
@@ -99,7 +100,7 @@ class KinetoLoad(Load):
         if not wanted:
             return
         for index, row in enumerate(cpu_rows.tolist()):
-            gpu_row = wanted.get((s.pid[row], s.tid[row], ts[row]))
+            gpu_row = wanted.get((pid[row], tid[row], ts[row]))
             if gpu_row is not None and launch[gpu_row] == NO_ID:
                 launch[gpu_row] = index
 

@@ -187,6 +187,12 @@ BAD_EVENTS = [
     ([cpu("ok", 0, 1), cpu("ok", 2, 1), cpu("back", 5, -2)], r"event 2 .* negative duration"),
     ([cpu("nan", "soon", 1)], r"event 0 .* ts that is not a finite number: 'soon'"),
     ([cpu("ok", 0, 1), ["not", "an", "object"]], r"event 1 is not a JSON object"),
+    ([cpu("ok", 0, 1), cpu("ok", 2, 1), {"ph": "X", "name": "no_pid", "tid": 1, "ts": 3, "dur": 1}],
+     r"event 2 \(X 'no_pid'\) has no 'pid'"),
+    ([{"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 0}, cpu("ok", 0, 1),
+      {"ph": "X", "pid": 1, "tid": 1, "ts": 3, "dur": 1}], r"event 2 \(X None\) has no 'name'"),
+    ([cpu("ok", 0, 1), {"ph": "X", "name": "odd", "pid": 1, "tid": [7], "ts": 3, "dur": 1}],
+     r"event 1 \(X 'odd'\) has a tid that is not a string or a number: \[7\]"),
 ]
 
 
