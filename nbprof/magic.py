@@ -110,8 +110,11 @@ def profile_cell(shell, runner: "CellRunner", options) -> None:
     except BaseException as error:  # Ctrl-C too: show what ran, then re-raise it
         failure = error
     with _quiet_profiler():
-        session.__exit__(type(failure) if failure else None, failure,
-                         failure.__traceback__ if failure else None)
+        try:
+            session.__exit__(type(failure) if failure else None, failure,
+                             failure.__traceback__ if failure else None)
+        except KeyboardInterrupt as interrupt:  # Ctrl-C while stopping: held until the trace was
+            failure = failure or interrupt      # built and the profiler off, so show the trace too
     if failure is None:
         sys.displayhook(value)  # Out[n], as without the magic (None shows nothing)
     trace = session.trace

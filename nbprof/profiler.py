@@ -16,6 +16,7 @@ import torch
 from .convert import cpu_records_to_trace, legacy_records_to_trace
 from .events import Thread, Trace
 from .record.cuda_events import LegacyCudaRecorder, legacy_cuda_available
+from .record.interrupts import interrupts_held
 from .record.kineto_cpu import KinetoCpuRecorder
 from .record.threads import ThreadNames, name_threads
 
@@ -82,18 +83,32 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                                            threading.current_thread().name)
             self._base_time_ns = time.time_ns()
             self._thread_names = ThreadNames()
-            self._thread_names.start()
+            recording = False
             try:
-                self._start_recorder()
+                with interrupts_held():  # Ctrl-C lands after the switch, not halfway through it
+                    self._thread_names.start()
+                    self._start_recorder()
+                    recording = True
+                    _active_profile = self
             except BaseException as error:
-                self._thread_names.stop()
+                self._abandon_start(recording)
                 if isinstance(error, RuntimeError):
                     raise RuntimeError(
                         f"torch's profiler could not start: {error}. Is another profiler "
                         "(torch.profiler, on another thread) active?") from error
                 raise
-            _active_profile = self
         return self
+
+    def _abandon_start(self, recording: bool) -> None:
+        """After a failed start, or one that Ctrl-C interrupted once torch's profiler was on (the
+        state lock held): leave nothing switched on. A recorder that did not start is not stopped:
+        that could stop another profiler's session."""
+        global _active_profile
+        _active_profile = None
+        self._thread_names.stop()
+        if recording:
+            with interrupts_held():
+                self._recorder.stop()
 
     def _start_recorder(self) -> None:
         try:
@@ -106,6 +121,17 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             self._recorder, self._meta = self._choose_backend(legacy=False)
             self._meta["notes"].append(f"The legacy CUDA-event profiler failed to start: {error}")
             self._recorder.start()
+
+    def _to_trace(self, raw, known_names: dict) -> Trace:
+        if isinstance(self._recorder, LegacyCudaRecorder):
+            return legacy_records_to_trace(
+                raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
+                starting_thread=self._starting_thread, record_shapes=self.record_shapes,
+                with_stack=self.with_stack, meta=self._meta)
+        return cpu_records_to_trace(
+            raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
+            thread_names=name_threads(set(raw.tid.tolist()), known_names),
+            first_tid=self._starting_thread.tid, meta=self._meta)
 
     def _choose_backend(self, legacy: bool = True):
         has_gpu = torch.cuda.is_available()
@@ -136,20 +162,14 @@ class profile:  # noqa: N801  (a context manager named like torch's)
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
         global _active_profile
-        try:
-            raw = self._recorder.stop()
-        finally:
-            known_names = self._thread_names.stop()
-            with _state_lock:
-                _active_profile = None
-        if isinstance(self._recorder, LegacyCudaRecorder):
-            self.trace = legacy_records_to_trace(
-                raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
-                starting_thread=self._starting_thread, record_shapes=self.record_shapes,
-                with_stack=self.with_stack, meta=self._meta)
-        else:
-            self.trace = cpu_records_to_trace(
-                raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
-                thread_names=name_threads(set(raw.tid.tolist()), known_names),
-                first_tid=self._starting_thread.tid, meta=self._meta)
+        # Ctrl-C here waits for torch's profiler to be off and the trace to be built, then comes
+        # through: the profiler is never left on, and prof.trace holds what was recorded.
+        with interrupts_held():
+            try:
+                raw = self._recorder.stop()
+            finally:
+                known_names = self._thread_names.stop()
+                with _state_lock:
+                    _active_profile = None
+            self.trace = self._to_trace(raw, known_names)
         return False  # exceptions from the block propagate

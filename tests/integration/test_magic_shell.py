@@ -114,6 +114,24 @@ def test_ctrl_c_stops_the_cell_keeps_what_was_recorded_and_leaves_the_profiler_o
     assert result.success and "aten::mul" in names(shell.user_ns["after_interrupt"])
 
 
+def test_ctrl_c_while_the_profiler_stops_still_shows_the_trace_and_leaves_it_off(shell):
+    # The cell ends, then a real SIGINT arrives just as nbprof turns torch's profiler off.
+    cell = ("%%cudaprof -o stopped_by_ctrl_c --no-display\nimport os, signal, torch\n"
+            "from nbprof import profiler as p\nrecorder = p._active_profile._recorder\n"
+            "real_stop = recorder.stop\n"
+            "recorder.stop = lambda: (os.kill(os.getpid(), signal.SIGINT), real_stop())[1]\n"
+            "x = torch.ones(8) + 1")
+    result, out = run(shell, cell)
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert "Interrupted" in out.stdout
+    assert "aten::add" in names(shell.user_ns["stopped_by_ctrl_c"])
+    assert not profiler.is_active()
+    result, _ = run(shell, "%%cudaprof --no-display -o after_stop_interrupt\nz = torch.ones(2) * 2")
+    assert result.success
+    assert names(shell.user_ns["after_stop_interrupt"]) >= {"aten::ones", "aten::mul"}
+    assert "aten::add" not in names(shell.user_ns["after_stop_interrupt"])
+
+
 def test_warmup_and_repeat_give_a_per_run_summary(shell):
     shell.user_ns["calls"] = 0
     result, out = run(shell, "%%cudaprof -o repeated --no-display --warmup 2 --repeat 3\n"
