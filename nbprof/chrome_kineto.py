@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from itertools import repeat
 
 import numpy as np
 
-from .chrome_load import FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load
+from .chrome_load import FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load, arg_values
+from .chrome_read import pick
 from .events import KIND_OTHER, NO_ID, Trace
 
 
@@ -57,13 +59,13 @@ class KinetoLoad(Load):
 
     def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows):
         """Per GPU row, the CPU row (index into cpu_rows) of the runtime call that launched it."""
-        by_correlation = {}
-        for row in np.flatnonzero(self._runtime_mask(cpu_rows)).tolist():
-            args = cpu_args[row]
-            if isinstance(args, dict) and "correlation" in args:
-                by_correlation[args["correlation"]] = row
-        launch = np.array([by_correlation.get(args.get("correlation"), NO_ID)
-                           if isinstance(args, dict) else NO_ID for args in gpu_args], np.int32)
+        runtime_rows = np.flatnonzero(self._runtime_mask(cpu_rows))
+        # The last runtime call with a correlation wins, as Kineto writes one per launch.
+        by_correlation = dict(zip(arg_values(pick(cpu_args, runtime_rows), "correlation"),
+                                  runtime_rows.tolist()))
+        by_correlation.pop(None, None)  # runtime calls without one
+        launch = np.fromiter(map(by_correlation.get, arg_values(gpu_args, "correlation"),
+                                 repeat(NO_ID)), np.int32, len(gpu_args))
         if (launch == NO_ID).any():
             self._link_by_external_id(launch, cpu_rows, cpu_args, gpu_args)
         if (launch == NO_ID).any() and flows:
@@ -107,22 +109,17 @@ class KinetoLoad(Load):
     def _link_by_external_id(self, launch, cpu_rows, cpu_args, gpu_args):
         # A GPU annotation (and a kernel whose runtime call is missing) shares its External id
         # with the CPU op or annotation it belongs to; runtime calls share it too: skip them.
-        unlinked = np.flatnonzero(launch == NO_ID).tolist()
-        wanted = {gpu_args[row].get("External id") for row in unlinked
-                  if isinstance(gpu_args[row], dict)}
-        wanted.discard(None)
-        if not wanted:
+        unlinked = np.flatnonzero(launch == NO_ID)
+        wanted = arg_values(pick(gpu_args, unlinked), "External id")
+        if not any(value is not None for value in wanted):
             return
-        runtime = self._runtime_mask(cpu_rows)
-        by_external = {}
-        for row in np.flatnonzero(~runtime).tolist():
-            args = cpu_args[row]
-            if isinstance(args, dict) and args.get("External id") in wanted:
-                by_external.setdefault(args["External id"], row)
-        for row in unlinked:
-            args = gpu_args[row]
-            if isinstance(args, dict):
-                launch[row] = by_external.get(args.get("External id"), NO_ID)
+        others = np.flatnonzero(~self._runtime_mask(cpu_rows))
+        # The first op or annotation with an External id wins (reversed: a dict keeps the last).
+        by_external = dict(zip(reversed(arg_values(pick(cpu_args, others), "External id")),
+                               reversed(others.tolist())))
+        by_external.pop(None, None)
+        launch[unlinked] = np.fromiter(map(by_external.get, wanted, repeat(NO_ID)), np.int32,
+                                       len(wanted))
 
     def _runtime_mask(self, cpu_rows) -> np.ndarray:
         """Which CPU rows are runtime/driver calls (cudaLaunchKernel, cuLaunchKernel, ...)."""

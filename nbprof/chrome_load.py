@@ -28,7 +28,7 @@ beyond the file's own float (a float64 near 1.7e15 µs resolves 0.25 µs).
 from __future__ import annotations
 
 from itertools import compress, repeat
-from operator import contains
+from operator import contains, methodcaller
 
 import numpy as np
 
@@ -235,6 +235,14 @@ def _category_column(categories: list, cat_table: list, cat_codes: np.ndarray):
     if len(position) > 256:
         raise TraceFormatError(f"{len(position)} event categories: nbprof keeps at most 256")
     return list(position), code_of[cat_codes].astype(np.uint8)
+
+
+def arg_values(args_list: list, key: str) -> list:
+    """``args[key]`` of each slice; None where it is absent or the args are not a dict."""
+    try:  # in C, when every slice has a dict of args (the only JSON value with a .get)
+        return list(map(methodcaller("get", key), args_list))
+    except AttributeError:
+        return [args.get(key) if isinstance(args, dict) else None for args in args_list]
 
 
 def _int_column(args_list, key, fallback) -> np.ndarray:
