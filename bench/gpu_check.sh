@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks, in one run of at most ~8 minutes:
+# GPU checks, in one run of at most ~8 minutes (timeouts 270 s + 150 s, and under a minute to start):
 #   1. pytest -m gpu tests/gpu   (CUDA-event intervals vs launches, vs torch.cuda.Event, after a
 #      GPU sleep, backward; %%cudaprof on a GPU)
 #   2. bench/bench_record.py --gpu   (overhead and exit time vs torch.profiler with CUPTI)
@@ -8,7 +8,9 @@
 # The GPU machine's python3 (3.12, torch 2.11 CUDA) has numba and pytest but not bokeh, IPython
 # & co. nbprof is used from this checkout (PYTHONPATH), never pip-installed (that would pull
 # torch). Missing packages are installed into /tmp/site from wheels carried in $WHEELS (default
-# .whl/, git-ignored): all of them, their own needs included, since pip there reaches no index.
+# .whl/, git-ignored): each missing one and its own missing needs, since pip there reaches no index.
+# A carried wheel of a package the machine already has (numpy, jinja2, pillow...) is skipped: on
+# PYTHONPATH it would shadow the machine's copy, which its torch and numba were built against.
 # Prepare them here, one `pip download --no-deps --only-binary=:all: --python-version 3.12
 # --implementation cp --platform manylinux2014_x86_64 ... -d .whl NAME==VERSION` each (see the
 # device README), and name `.whl` in the run tool's `carry`. Without them only the tests that need
@@ -37,8 +39,18 @@ missing_modules() {
 }
 missing=$(missing_modules)
 if [ -n "$missing" ] && [ -d "$WHEELS" ]; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site "$WHEELS"/*.whl 2>&1 | tee "$LOGS/install.log"
+    absent=$("$PY" - "$WHEELS" <<'PYTHON'
+import importlib.metadata, pathlib, sys
+for wheel in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):
+    try:
+        importlib.metadata.distribution(wheel.name.split("-")[0])
+        print(f"skipped {wheel.name}: already installed", file=sys.stderr)
+    except importlib.metadata.PackageNotFoundError:
+        print(wheel)
+PYTHON
+)
+    [ -z "$absent" ] || "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --upgrade --target /tmp/site $absent 2>&1 | tee "$LOGS/install.log"
     export PYTHONPATH="$PYTHONPATH:/tmp/site"
     missing=$(missing_modules)
 fi
@@ -55,7 +67,7 @@ if [ -n "$missing" ]; then
 fi
 
 status=0
-timeout 300 "$PY" -m pytest -m gpu $tests -v -p no:cacheprovider 2>&1 | tee "$LOGS/gpu_tests.log"
+timeout 270 "$PY" -m pytest -m gpu $tests -v -p no:cacheprovider 2>&1 | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
 
