@@ -8,4 +8,5 @@ objects); :mod:`nbprof.convert` turns those into a :class:`nbprof.Trace`.
   ``ProfilerState.CUDA``), with the Kineto duration-only fallback where a torch lacks it.
 - :mod:`.quiet`: keeps Kineto's USDT start/stop lines out of stderr (a notebook shows them red).
 - :mod:`.threads`: names of the OS threads that ran ops, including threads that ended early.
+- :mod:`.interrupts`: holds Ctrl-C back while torch's profiler is switched on or off.
 """
