@@ -179,6 +179,16 @@ def test_the_bare_list_form_loads_too(tmp_path):
     assert trace.meta["base_time_ns"] == 1000  # the whole µs at or before the first slice
 
 
+def test_args_that_are_not_objects_are_kept_and_hold_no_shapes_or_stack(tmp_path):
+    events = [cpu("dims", 0, 1, **{"Input Dims": [[2, 3]], "Call stack": "a.py(1): f"}),
+              cpu("text", 2, 1), cpu("list", 4, 1)]
+    events[1]["args"] = "Input Dims and Call stack, as text"
+    events[2]["args"] = ["Input Dims", "Call stack"]
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    assert trace.shapes == {0: [[2, 3]]} and trace.stacks == {0: ("a.py(1): f",)}
+    assert trace.event_args == {1: events[1]["args"], 2: events[2]["args"]}
+
+
 BAD_EVENTS = [
     ([cpu("ok", 0, 1), {"ph": "X", "name": "no_dur", "pid": 1, "tid": 1, "ts": 3}],
      r"event 1 \(X 'no_dur'\) has no 'dur'"),
