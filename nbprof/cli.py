@@ -73,9 +73,14 @@ def _run(options, script_args: list[str]) -> int:
         traceback.print_exc()
         print("nbprof: the script raised; the page shows what ran before it", file=sys.stderr)
         exit_code = 1
+    except KeyboardInterrupt:  # Ctrl-C ends a long run early: the page still shows what ran
+        print("nbprof: interrupted; the page shows what ran before Ctrl-C", file=sys.stderr)
+        exit_code = 130  # the shell's code for a SIGINT
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     trace = prof.trace
+    if trace is None:  # the profiler never started (interrupted while starting): nothing to show
+        return exit_code or 1
     path = save_html(trace, options.output, title=options.title or f"nbprof: {script.name}")
     print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
           "intervals)")

@@ -76,3 +76,18 @@ def test_run_passes_arguments_after_double_dash_untouched(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "argv ['-o', 'mine', '--table']" in out
     assert "Self CPU time total" not in out  # --table went to the script, not to nbprof
+
+
+def test_ctrl_c_in_a_profiled_script_still_writes_what_ran(tmp_path):
+    # A real SIGINT, as a terminal's Ctrl-C sends, in the middle of a long loop of torch ops.
+    script = tmp_path / "long.py"
+    script.write_text("import os, signal, torch\nx = torch.ones(4)\nfor step in range(10**9):\n"
+                      "    x = x + 1\n    if step == 30:\n        os.kill(os.getpid(), signal.SIGINT)\n")
+    page, trace = tmp_path / "page.html", tmp_path / "trace.json"
+    done = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", str(script), "-o", str(page),
+                           "--trace", str(trace)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130, done.stderr
+    assert "interrupted" in done.stderr and "Traceback" not in done.stderr
+    assert page.is_file()
+    adds = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("name") == "aten::add"]
+    assert len(adds) >= 31
