@@ -2,7 +2,7 @@
 columns; for the checker, the plain parsed JSON.
 
 The loader parses with msgspec into :class:`Event` structs that hold only the fields it uses
-(``ph name cat pid tid ts dur args id bp``; the rest is skipped unparsed) and that the garbage
+(``ph name cat pid tid ts dur args id``; the rest is skipped unparsed) and that the garbage
 collector does not track: on the 68k-event trace that parses in about half orjson's time into
 dicts. The X slices' columns are then read off the structs in C (map/attrgetter), straight into
 interned codes and float arrays (:func:`x_slices`). The checker reads plain dicts with orjson
@@ -61,7 +61,6 @@ class Event(msgspec.Struct, gc=False):
     dur: Any = None
     args: Any = None
     id: Any = None
-    bp: Any = None
 
 
 _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
