@@ -7,7 +7,8 @@ from itertools import repeat
 
 import numpy as np
 
-from .chrome_load import FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load, arg_values
+from .chrome_load import (FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load,
+                          arg_values, category_flags)
 from .chrome_read import pick
 from .events import KIND_OTHER, NO_ID, Trace
 
@@ -34,7 +35,7 @@ class KinetoLoad(Load):
         self.pid_ids: dict = {}  # the file's pid -> an int pid (set with the threads)
 
     def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table):
-        gpu_cat = np.array([str(c).lower() in GPU_CATEGORY_KIND for c in cat_table] or [False])
+        gpu_cat = category_flags(cat_table, GPU_CATEGORY_KIND)
         gpu_pid = np.array(["GPU" in self.process_labels.get(pid, "") for pid in pid_table]
                            or [False])
         return gpu_cat[cat_codes] | gpu_pid[pid_codes]
@@ -123,14 +124,11 @@ class KinetoLoad(Load):
 
     def _runtime_mask(self, cpu_rows) -> np.ndarray:
         """Which CPU rows are runtime/driver calls (cudaLaunchKernel, cuLaunchKernel, ...)."""
-        runtime_cat = np.array([str(c).lower() in RUNTIME_CATEGORIES for c in self.cat_table]
-                               or [False])
-        return runtime_cat[self.cat_codes[cpu_rows]]
+        return category_flags(self.cat_table, RUNTIME_CATEGORIES)[self.cat_codes[cpu_rows]]
 
     def finish(self, trace: Trace) -> Trace:
         """Move each launch from the runtime call up to the op around it (see chrome_load)."""
-        runtime = np.array([str(c).lower() in RUNTIME_CATEGORIES for c in trace.categories]
-                           or [False])
+        runtime = category_flags(trace.categories, RUNTIME_CATEGORIES)
         launched = np.flatnonzero(trace.gpu_launch >= 0)
         current = trace.gpu_launch[launched].astype(np.int64)
         while len(current):

@@ -237,6 +237,12 @@ def _category_column(categories: list, cat_table: list, cat_codes: np.ndarray):
     return list(position), code_of[cat_codes].astype(np.uint8)
 
 
+def category_flags(table: list, categories) -> np.ndarray:
+    """For each category in ``table``, whether it is one of ``categories`` (lower-cased: older
+    files capitalise them). Never empty, so that indexing it with no codes works."""
+    return np.array([str(category).lower() in categories for category in table] or [False])
+
+
 def arg_values(args_list: list, key: str) -> list:
     """``args[key]`` of each slice; None where it is absent or the args are not a dict."""
     try:  # in C, when every slice has a dict of args (the only JSON value with a .get)
