@@ -117,11 +117,16 @@ def profile_cell(shell, runner: "CellRunner", options) -> None:
             failure = failure or interrupt      # built and the profiler off, so show the trace too
     if failure is None:
         sys.displayhook(value)  # Out[n], as without the magic (None shows nothing)
-    trace = session.trace
-    if trace is not None:
-        publish(shell, trace, options, note=_failure_note(failure))
-    if failure is not None:
-        raise failure
+    try:
+        if session.trace is not None:
+            publish(shell, session.trace, options, note=_failure_note(failure))
+    except UsageError as error:  # --export failed; the cell's own exception, if any, comes first
+        if failure is None:
+            raise
+        print(f"UsageError: {error}", file=sys.stderr)
+    finally:
+        if failure is not None:  # as without the magic, whatever showing the trace ran into
+            raise failure
 
 
 def _run_repeats(runner: CellRunner, repeat: int):

@@ -231,6 +231,16 @@ def test_export_to_a_missing_folder_is_a_clear_error_after_the_widget(shell, tmp
     assert any("application/vnd.jupyter.widget-view+json" in o.data for o in out.outputs)
 
 
+def test_a_raising_cell_with_a_failing_export_raises_the_cells_own_error(shell, tmp_path):
+    path = tmp_path / "no-such-folder" / "cell.json"
+    result, out = run(shell, f"%%cudaprof -o kept_too --no-display --export '{path}'\n"
+                             "m = torch.ones(2) + 1\nraise ValueError('broken step')")
+    assert isinstance(result.error_in_exec, ValueError)  # not the export's UsageError
+    assert "--export could not write" in out.stderr  # which is still said
+    assert "aten::add" in names(shell.user_ns["kept_too"])
+    assert not profiler.is_active()
+
+
 def test_a_raising_cell_says_so_in_the_widgets_text_fallback(shell):
     result, out = run(shell, "%%cudaprof\nj = torch.ones(2) * 3\nraise KeyError('missing')")
     assert isinstance(result.error_in_exec, KeyError)
