@@ -221,3 +221,34 @@ def test_no_records_gives_an_empty_trace():
     trace = legacy_records_to_trace([], anchor_name=ANCHOR, base_time_ns=EPOCH_NS,
                                     starting_thread=STARTING)
     assert len(trace) == 0 and trace.meta["base_time_ns"] == EPOCH_NS
+
+
+def test_real_legacy_records_of_this_torch_convert_on_the_cpu_side():
+    # The same converter on torch's own legacy records (ProfilerState.CPU: no CUDA events here),
+    # so the record methods it calls, push/pop pairing, the clock and shapes are torch's, not fakes'.
+    import time
+
+    import torch
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.autograd import ProfilerConfig, ProfilerState
+
+    config = ProfilerConfig(ProfilerState.CPU, True, False, False, False, False,
+                            _ExperimentalConfig())
+    before_ns = time.time_ns()
+    torch._C._autograd._enable_profiler_legacy(config)
+    try:
+        with torch.autograd.profiler.record_function(ANCHOR):
+            pass
+        x = torch.ones(4, 4)
+        torch.mm(x, x)
+    finally:
+        thread_lists = torch._C._autograd._disable_profiler_legacy()
+    after_ns = time.time_ns()
+    trace = legacy_records_to_trace(thread_lists, anchor_name=ANCHOR, base_time_ns=before_ns,
+                                    starting_thread=STARTING, record_shapes=True)
+    events = {event.name: event for event in trace.events}
+    assert ANCHOR not in events and not trace.has_gpu and trace.threads == [STARTING]
+    assert events["aten::mm"].shapes == [[4, 4], [4, 4]]
+    assert events["aten::fill_"].parent == events["aten::ones"].id  # nested from push/pop pairs
+    for event in trace.events:  # on time.time_ns's clock, inside the block
+        assert 0 <= event.cpu_interval.start_ns <= event.cpu_interval.end_ns <= after_ns - before_ns
