@@ -34,11 +34,12 @@ class KinetoLoad(Load):
                 self.thread_sort[(pid, event.tid)] = args.get("sort_index")
         self.pid_ids: dict = {}  # the file's pid -> an int pid (set with the threads)
 
-    def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table):
-        gpu_cat = category_flags(cat_table, GPU_CATEGORY_KIND)
-        gpu_pid = np.array(["GPU" in self.process_labels.get(pid, "") for pid in pid_table]
+    def gpu_rows_mask(self):
+        cat, pid = self.slices.cat, self.slices.pid
+        gpu_cat = category_flags(cat.table, GPU_CATEGORY_KIND)
+        gpu_pid = np.array(["GPU" in self.process_labels.get(value, "") for value in pid.table]
                            or [False])
-        return gpu_cat[cat_codes] | gpu_pid[pid_codes]
+        return gpu_cat[cat.codes] | gpu_pid[pid.codes]
 
     def origin_us(self):
         return math.floor(float(self.slices.ts.min())) if len(self.slices.ts) else 0.0
@@ -124,7 +125,8 @@ class KinetoLoad(Load):
 
     def _runtime_mask(self, cpu_rows) -> np.ndarray:
         """Which CPU rows are runtime/driver calls (cudaLaunchKernel, cuLaunchKernel, ...)."""
-        return category_flags(self.cat_table, RUNTIME_CATEGORIES)[self.cat_codes[cpu_rows]]
+        cat = self.slices.cat
+        return category_flags(cat.table, RUNTIME_CATEGORIES)[cat.codes[cpu_rows]]
 
     def finish(self, trace: Trace) -> Trace:
         """Move each launch from the runtime call up to the op around it (see chrome_load)."""

@@ -61,7 +61,7 @@ class Load:
         self.notes: list[str] = []
 
     # -- what each format says its own way (NbprofLoad, chrome_kineto.KinetoLoad) -------------
-    def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table) -> np.ndarray:
+    def gpu_rows_mask(self) -> np.ndarray:
         """Which slices are GPU intervals (the rest are CPU events)."""
         raise NotImplementedError
 
@@ -91,8 +91,7 @@ class Load:
         """The Trace of the file's X slices; ``flows`` are its s/f events, ``skipped`` how
         many other events (instant, counter, ...) it has."""
         s = self.slices
-        self.cat_codes, self.cat_table = cat_codes, cat_table = s.cat.codes, s.cat.table
-        is_gpu = self.gpu_rows_mask(cat_codes, cat_table, s.pid.codes, s.pid.table)
+        is_gpu = self.gpu_rows_mask()
         origin_us = self.origin_us()
         start_ns = np.rint((s.ts - origin_us) * 1000.0).astype(np.int64)
         end_ns = start_ns + np.rint(s.dur * 1000.0).astype(np.int64)
@@ -109,7 +108,8 @@ class Load:
         distinct, pair = distinct_pairs(s.pid.codes[cpu_rows], s.pid.table, tid_codes, tid_table)
         thread_of_pair, threads = self.thread_table(distinct)
         thread = np.array(thread_of_pair, np.int32)[pair] if distinct else pair
-        categories, category = _category_column(self.categories(), cat_table, cat_codes[cpu_rows])
+        categories, category = _category_column(self.categories(), s.cat.table,
+                                                s.cat.codes[cpu_rows])
         cpu_args, gpu_args = pick(s.args, cpu_rows), pick(s.args, gpu_rows)
         launch = self.launches(cpu_rows, gpu_rows, cpu_args, gpu_args, flows)
         event_args, shapes, stacks = _split_args(cpu_args)
@@ -135,8 +135,8 @@ class Load:
 
     def gpu_kinds(self, gpu_rows) -> np.ndarray:
         kind_of_cat = np.array([GPU_KINDS.index(GPU_CATEGORY_KIND.get(str(c).lower(), "other"))
-                                for c in self.cat_table] or [KIND_OTHER], np.uint8)
-        return kind_of_cat[self.cat_codes[gpu_rows]]
+                                for c in self.slices.cat.table] or [KIND_OTHER], np.uint8)
+        return kind_of_cat[self.slices.cat.codes[gpu_rows]]
 
     def devices(self, gpu_rows, gpu_args) -> np.ndarray:
         return _int_column(gpu_args, "device", self.slices.pid.values(gpu_rows))
@@ -155,9 +155,10 @@ class NbprofLoad(Load):
         super().__init__(slices)
         self.block = block
 
-    def gpu_rows_mask(self, cat_codes, cat_table, pid_codes, pid_table):
-        gpu_pid = self.block.get("gpu_pid")
-        return np.isin(pid_codes, [code for code, pid in enumerate(pid_table) if pid == gpu_pid])
+    def gpu_rows_mask(self):
+        gpu_pid, pid = self.block.get("gpu_pid"), self.slices.pid
+        gpu_codes = [code for code, value in enumerate(pid.table) if value == gpu_pid]
+        return np.isin(pid.codes, gpu_codes)
 
     def origin_us(self):
         return 0.0  # exports are written relative to the trace's own origin
