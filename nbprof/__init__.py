@@ -40,6 +40,12 @@ def __getattr__(name):
     raise AttributeError(f"module 'nbprof' has no attribute {name!r}")
 
 
+def __dir__():
+    # Tab completion in a notebook lists dir(nbprof): without this, the lazy names (profile, load,
+    # widget...) would not be offered until first used.
+    return sorted(set(globals()) | set(__all__))
+
+
 def load_ipython_extension(ipython):
     """``%load_ext nbprof``: registers ``%%cudaprof`` / ``%cudaprof``."""
     from .magic import register

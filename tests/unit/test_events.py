@@ -125,3 +125,14 @@ def test_table_rows_stay_one_line_and_aligned_with_control_characters_in_names()
     assert all(ch.isprintable() for line in lines for ch in line)
     widths = {len(line) for line in lines[:5]}  # rules, header and the two rows
     assert len(widths) == 1, lines
+
+
+def test_dir_lists_the_lazy_public_names_without_importing_them():
+    # a notebook's tab completion offers what dir(nbprof) lists: nbprof.pro<TAB> must find profile
+    import subprocess
+    import sys
+
+    code = ("import sys, nbprof\n"
+            "print(sorted(set(nbprof.__all__) - set(dir(nbprof))), 'torch' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.split() == ["[]", "False"], result.stderr
