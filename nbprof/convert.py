@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from .events import KIND_OP, NO_ID, Thread, Trace
+from .events import KIND_OP, Thread, Trace
 
 CPU_CATEGORIES = ("op", "user_annotation", "python_function")
 
