@@ -159,6 +159,32 @@ def test_old_flow_format_links_kernels_without_correlation_ids(tmp_path):
     assert any("skipped" in note for note in trace.meta["notes"])
 
 
+def test_kernels_link_by_correlation_else_by_the_first_op_with_their_external_id(tmp_path):
+    def gpu(name, ts, cat="kernel", args=None):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": 2,
+                "args": args}
+
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        cpu("ProfilerStep#1", 0, 100, cat="user_annotation", **{"External id": 7}),
+        cpu("aten::mm", 10, 20, **{"External id": 8}),
+        cpu("cudaLaunchKernel", 12, 2, cat="cuda_runtime", correlation=99, **{"External id": 8}),
+        cpu("aten::later", 50, 10, **{"External id": 7}),  # not the first with id 7
+        gpu("ProfilerStep#1", 5, cat="gpu_user_annotation", args={"External id": 7}),
+        gpu("by_correlation", 15, args={"correlation": 99, "External id": 7}),
+        gpu("runtime_call_missing", 20, args={"correlation": 100, "External id": 8}),
+        gpu("no_ids", 25, cat="gpu_memset", args={"correlation": None}),
+        gpu("args_not_an_object", 30, cat="gpu_memset", args="text"),
+    ]
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    launched_by = {kernel.name: None if kernel.launch_id is None
+                   else trace.events[kernel.launch_id].name for kernel in trace.kernels}
+    assert launched_by == {"ProfilerStep#1": "ProfilerStep#1", "by_correlation": "aten::mm",
+                           "runtime_call_missing": "aten::mm", "no_ids": None,
+                           "args_not_an_object": None}
+    assert "2 GPU intervals have no launching event in the file" in trace.meta["notes"]
+
+
 def test_overlapping_slices_on_one_thread_load_and_export_validly(tmp_path):
     events = [cpu("a", 0, 100), cpu("b", 50, 100), cpu("c", 60, 10),
               {"ph": "X", "cat": "cpu_op", "name": "span", "pid": "Spans", "tid": "Profiler",
