@@ -24,18 +24,24 @@ class _Parser(argparse.ArgumentParser):
         raise CudaprofUsageError(f"{self.format_usage()}{self.prog}: error: {message}")
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+def _whole_number(text: str, minimum: int, rule: str) -> int:
+    # argparse's own message for a ValueError names the converter ("invalid _positive_int
+    # value"): say it in the user's terms instead.
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}: give a whole number") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{rule}, got {value}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _whole_number(text, 1, "must be at least 1")
 
 
 def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return _whole_number(text, 0, "must be 0 or more")
 
 
 def _identifier(text: str) -> str:

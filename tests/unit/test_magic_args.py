@@ -37,6 +37,8 @@ def test_help_flag_is_an_option_not_an_exit():
     ("--repeat 0", "must be at least 1"),
     ("--warmup -1", "must be 0 or more"),
     ("--repeat many", "invalid"),
+    ("--repeat many", "argument --repeat: invalid number 'many': give a whole number"),
+    ("--warmup 1.5", "argument --warmup: invalid number '1.5': give a whole number"),
     ("-o 2fast", "not a Python variable name"),
     ("--export trace.txt", "must end in .json or .json.gz"),
     ("--sort speed", "invalid choice: 'speed'"),
