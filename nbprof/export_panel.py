@@ -11,18 +11,10 @@ import anywidget
 import ipywidgets
 import traitlets
 
+from .timeline.jsfiles import js_path
+
 PERFETTO_HOW_TO = ("Open it in Perfetto: go to https://ui.perfetto.dev and drop the file on the page "
                    "(or use &quot;Open trace file&quot;); chrome://tracing &rarr; Load also reads it.")
-
-
-def js_path(filename: str) -> pathlib.Path:
-    """A browser module from js/: shipped inside the wheel as nbprof/js, beside the package in a checkout."""
-    here = pathlib.Path(__file__).resolve().parent
-    for folder in (here / "js", here.parent / "js"):
-        if (folder / filename).is_file():
-            return folder / filename
-    raise FileNotFoundError(f"nbprof's browser module {filename} is missing (looked in {here / 'js'} "
-                            f"and {here.parent / 'js'}): reinstall nbprof")
 
 
 class BrowserDownload(anywidget.AnyWidget):

@@ -6,15 +6,20 @@ import functools
 import pathlib
 
 
-@functools.cache
-def read_js(name: str) -> str:
+def js_path(name: str) -> pathlib.Path:
+    """Where browser module ``name`` lies: the timeline's parts and the widget's download.js."""
     package = pathlib.Path(__file__).resolve().parents[1]
     for folder in (package / "js", package.parent / "js"):  # installed wheel, then source tree
         path = folder / name
         if path.is_file():
-            return path.read_text(encoding="utf-8")
+            return path
     raise FileNotFoundError(f"nbprof's browser code {name} is missing from {package / 'js'} and "
                             f"{package.parent / 'js'}: reinstall nbprof")
+
+
+@functools.cache
+def read_js(name: str) -> str:
+    return js_path(name).read_text(encoding="utf-8")
 
 
 # The timeline's CustomJS body, in order: constants, decoding, level of detail, overlays, triggers.
