@@ -25,7 +25,7 @@ function onHover(S) {
     const k = indices[0], id = rendered.data.id[k];
     entry = entryOf(S, id, rendered.data.gpu[k] ? "gpu" : "cpu");
   }
-  if (entry !== (S.hovered === undefined ? -1 : S.hovered)) {
+  if (entry !== S.hovered) {
     S.hovered = entry;
     drawOverlays(S);
   }
@@ -51,7 +51,7 @@ function dispatch(S) {
 {
   let S = rendered.__nbprof;
   if (!S) {
-    S = rendered.__nbprof = {ready: false, minDuration: 0};
+    S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1};
     const started = performance.now();
     inflateBase64(packed).then((bytes) => {
       const inflated = performance.now();

@@ -6,14 +6,18 @@ function entryOf(S, id, kind) {
   return id < info.n_cpu ? S.cpuEntry[id] : -1;
 }
 
+function pushLink(S, links, from, to) {
+  // from a launching op's start to its GPU interval's start; nothing when a lane is hidden
+  const y0 = S.rowY[S.rowOf[from]], y1 = S.rowY[S.rowOf[to]];
+  if (Number.isNaN(y0) || Number.isNaN(y1)) return;
+  links.x0.push(S.start[from]); links.y0.push(y0 + 0.5);
+  links.x1.push(S.start[to]); links.y1.push(y1 + 0.5);
+}
+
 function addLinksFrom(S, cpuId, links, limit) {
-  const from = S.cpuEntry[cpuId], y0 = S.rowY[S.rowOf[from]];
-  for (let k = S.launchStart[cpuId]; k < S.launchStart[cpuId + 1] && links.x0.length < limit; k++) {
-    const to = S.launched[k], y1 = S.rowY[S.rowOf[to]];
-    if (Number.isNaN(y0) || Number.isNaN(y1)) continue;
-    links.x0.push(S.start[from]); links.y0.push(y0 + 0.5);
-    links.x1.push(S.start[to]); links.y1.push(y1 + 0.5);
-  }
+  const from = S.cpuEntry[cpuId];
+  for (let k = S.launchStart[cpuId]; k < S.launchStart[cpuId + 1] && links.x0.length < limit; k++)
+    pushLink(S, links, from, S.launched[k]);
 }
 
 function focusLinks(S, entry, links) {
@@ -21,13 +25,7 @@ function focusLinks(S, entry, links) {
   if (entry < 0) return;
   if (info.row_is_gpu[S.rowOf[entry]]) {
     const launcher = S.launchOf[entry];
-    if (launcher >= 0) {
-      const from = S.cpuEntry[launcher], y0 = S.rowY[S.rowOf[from]], y1 = S.rowY[S.rowOf[entry]];
-      if (!Number.isNaN(y0) && !Number.isNaN(y1)) {
-        links.x0.push(S.start[from]); links.y0.push(y0 + 0.5);
-        links.x1.push(S.start[entry]); links.y1.push(y1 + 0.5);
-      }
-    }
+    if (launcher >= 0) pushLink(S, links, S.cpuEntry[launcher], entry);
     return;
   }
   const lane = info.row_lane[S.rowOf[entry]], end = S.start[entry] + S.dur[entry];
@@ -66,7 +64,7 @@ function drawOverlays(S) {
   marks_source.data = marks;
   const focus = {x0: [], y0: [], x1: [], y1: []};
   focusLinks(S, selected, focus);
-  focusLinks(S, S.hovered === undefined ? -1 : S.hovered, focus);
+  focusLinks(S, S.hovered, focus);
   links_focus.data = focus;
   const view = {x0: [], y0: [], x1: [], y1: []};
   for (const c of S.viewLinkOps || []) addLinksFrom(S, c, view, VIEW_LINKS_MAX);
