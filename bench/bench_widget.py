@@ -14,6 +14,8 @@
    The notebooks also hold the BokehJS load each side publishes (nbprof: the two bundles it needs;
    naive: ``output_notebook(INLINE)``, as the 57 MB notebook in ENVIRONMENT.md); the ratio of the
    widgets alone is printed too.
+3. Search message: what one keystroke of a broad search ("aten::", most of the tiled trace's
+   events) sends to the browser, the highlighted ids as a JSON list against an int32 buffer.
 
     .venv/bin/python bench/bench_widget.py [--ops 20000] [--events 1000000] [--rounds 2]
 """
@@ -38,6 +40,7 @@ import torch  # noqa: E402
 
 import nbprof  # noqa: E402
 from nbprof.chrome import load  # noqa: E402
+from nbprof.search import find_events  # noqa: E402
 
 SOURCE = ROOT.parent / "shared" / "traces" / "gpu_training_step_68k.json.gz"
 
@@ -211,6 +214,39 @@ def bench_size(trace, label: str) -> float:
     return ratio
 
 
+def patch_message(widget, data: dict) -> tuple[int, float]:
+    """(bytes, seconds) of what jupyter_bokeh sends when the highlight source takes ``data``: the
+    PATCH-DOC message's JSON parts plus its binary buffers (widgets.py, ``_document_patched``)."""
+    from bokeh.protocol import Protocol
+
+    events = []
+    document = widget.timeline.layout.document
+    document.on_change(events.append)
+    try:
+        widget.timeline.highlighted.data = data
+    finally:
+        document.remove_on_change(events.append)
+    started = time.perf_counter()
+    message = Protocol().create("PATCH-DOC", events)
+    size = (len(message.header_json) + len(message.metadata_json) + len(message.content_json)
+            + sum(len(buffer.to_bytes()) for buffer in message.buffers))
+    return size, time.perf_counter() - started
+
+
+def bench_search_message(trace, pattern: str = "aten::") -> float:
+    """One search keystroke's message to the browser: the highlighted ids as a Python list (what
+    Timeline.highlight sent before) against the int32 array it sends now (a binary buffer)."""
+    widget = nbprof.widget(trace, name="bench")
+    ids = find_events(trace, pattern).event_ids
+    as_list, list_seconds = patch_message(widget, {"event_id": ids.tolist()})
+    as_array, array_seconds = patch_message(widget, {"event_id": ids.astype(np.int32)})
+    print(f"search message: {pattern!r} matches {len(ids):,} of {len(trace):,} CPU events")
+    print(f"  ids as a list (before)   {as_list / 1e6:7.2f} MB, built in {list_seconds * 1e3:6.1f} ms")
+    print(f"  ids as int32 (now)       {as_array / 1e6:7.2f} MB, built in {array_seconds * 1e3:6.1f} ms")
+    print(f"  ratio now / before  {as_array / as_list:.3f}x bytes, {array_seconds / list_seconds:.3f}x time")
+    return as_array / as_list
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=20_000, help="adds in the cell (x5 events)")
@@ -218,8 +254,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     results = {"speed_ratio": bench_speed(args.ops, args.rounds)}
-    results["size_ratio_tiled"] = bench_size(tiled_trace(args.events),
-                                             "the 68k training-step trace tiled")
+    tiled = tiled_trace(args.events)
+    results["search_message_ratio"] = bench_search_message(tiled)
+    results["size_ratio_tiled"] = bench_size(tiled, "the 68k training-step trace tiled")
+    del tiled
     gc.collect()
     results["size_ratio_recorded"] = bench_size(recorded_trace(args.events),
                                                 "a recorded cell of adds (real timing noise)")
