@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         if options.command == "view":
             return _view(options)
         return _run(options, unknown + script_args)
-    except (TraceFormatError, FileNotFoundError, IsADirectoryError) as error:
+    except (TraceFormatError, OSError) as error:  # a bad trace file, a path that can't be written
         print(f"nbprof: {error}", file=sys.stderr)
         return 1
 

@@ -91,3 +91,18 @@ def test_ctrl_c_in_a_profiled_script_still_writes_what_ran(tmp_path):
     assert page.is_file()
     adds = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("name") == "aten::add"]
     assert len(adds) >= 31
+
+
+def test_an_unwritable_output_is_an_error_naming_the_path_without_a_traceback(tmp_path,
+                                                                               shared_traces):
+    script = tmp_path / "small.py"
+    script.write_text("import torch\nx = torch.ones(4) + 1\n")
+    not_a_folder = tmp_path / "small.py"  # a file where a folder would have to be
+    for args in (["run", str(script), "-o", str(tmp_path / "p.html"), "--trace",
+                  str(not_a_folder / "t.json")],
+                 ["view", str(shared_traces / "gpu_alexnet_kineto.json.gz"), "-o",
+                  str(not_a_folder / "page.html")]):
+        done = subprocess.run([sys.executable, "-m", "nbprof.cli", *args], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr and str(not_a_folder) in done.stderr
