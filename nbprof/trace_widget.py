@@ -15,7 +15,7 @@ from html import escape
 import ipywidgets
 import numpy as np
 
-from .analysis import SORT_KEYS, format_us, key_averages, printable
+from .analysis import SORT_KEYS, format_us, key_averages, printable, sort_rows
 from .details import details_html, gpu_details_html, timeline_origin_ns
 from .events import Trace
 from .search import events_named, find_events, gpu_launched_by
@@ -73,7 +73,7 @@ class SummaryTable(ipywidgets.VBox):
     NAME_WIDTH = 44
 
     def __init__(self, trace: Trace, sort_by: str, on_pick):
-        self._trace = trace
+        self._averages = key_averages(trace)
         self._on_pick = on_pick
         self.sort = ipywidgets.Dropdown(options=SORT_KEYS, value=sort_by, description="Sort by",
                                         layout=ipywidgets.Layout(width="300px"))
@@ -88,7 +88,7 @@ class SummaryTable(ipywidgets.VBox):
         super().__init__([self.sort, self.header, self.rows])
 
     def _fill(self, sort_by: str) -> None:
-        rows = key_averages(self._trace, sort_by)
+        rows = sort_rows(self._averages, sort_by)  # a new order, not new sums over every event
         self.rows.options = [(_summary_label(row, self.NAME_WIDTH), row.name) for row in rows]
         self.rows.value = None
 
