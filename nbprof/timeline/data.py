@@ -68,7 +68,6 @@ def encode_events(trace: Trace, lanes: Lanes) -> tuple[str, dict]:
     start_rel = starts[order] - origin
     durations = np.maximum(ends[order] - starts[order], 0)
     is_gpu_entry = order >= n_cpu
-    launches = np.concatenate([np.zeros(n_cpu, np.int64), trace.gpu_launch.astype(np.int64) + 1])
 
     cpu_detail, gpu_detail = _detail_texts(trace)
     texts = sorted(set(cpu_detail.values()) | set(gpu_detail.values()))
@@ -88,7 +87,8 @@ def encode_events(trace: Trace, lanes: Lanes) -> tuple[str, dict]:
         "id_delta": _deltas_within_rows(ids, first_of_row),
         "name_id": np.concatenate([trace.name_id, trace.gpu_name_id])[order],
         "family": np.concatenate([cpu_families(trace), gpu_families(trace)])[order],
-        "gpu_launch": launches[order][is_gpu_entry],
+        # per GPU entry, in entry order: the launching event's id + 1 (0: unknown)
+        "gpu_launch": trace.gpu_launch.astype(np.int64)[order[is_gpu_entry] - n_cpu] + 1,
         "detail_entry": np.asarray(detail_entries, np.int64),
         "detail_text": np.asarray(detail_text_ids, np.int64),
     }

@@ -34,7 +34,8 @@ def _events_in_blob(trace):
     blob, info = encode_events(trace, lanes)
     cols = {k: v.astype(np.int64) for k, v in unpack_columns(blob, info["layout"]).items()}
     bounds = np.concatenate([[0], np.cumsum(cols["row_count"])])
-    found = set()
+    found, launched_by = set(), {}
+    gpu_launch = iter(cols["gpu_launch"] - 1)  # one per GPU entry, in entry order
     for row in range(len(info["row_lane"])):
         lo, hi = bounds[row], bounds[row + 1]
         zigzag, durations = cols["start_gap"][lo:hi], cols["duration"][lo:hi]
@@ -46,7 +47,9 @@ def _events_in_blob(trace):
         ids = np.cumsum(cols["id_delta"][lo:hi])
         kind = "gpu" if info["row_is_gpu"][row] else "cpu"
         found |= {(kind, int(i), int(s), int(d)) for i, s, d in zip(ids, starts, durations)}
-    return found, info
+        if kind == "gpu":
+            launched_by.update((int(i), int(next(gpu_launch))) for i in ids)
+    return found, info, launched_by
 
 
 def test_every_event_and_interval_is_in_the_page_data_exactly():
@@ -59,11 +62,13 @@ def test_every_event_and_interval_is_in_the_page_data_exactly():
                         threads=[(1, 10, "main"), (1, 11, "w1"), (2, 20, "w2")],
                         gpu_start_ns=start[:500] + 1000, gpu_end_ns=end[:500] + 2000,
                         gpu_name_id=np.zeros(500), gpu_device=np.zeros(500),
-                        gpu_stream=rng.integers(7, 9, 500), gpu_launch=np.arange(500),
+                        gpu_stream=rng.integers(7, 9, 500),
+                        gpu_launch=np.where(np.arange(500) % 7, np.arange(500), -1),
                         gpu_kind=np.ones(500))
-    found, info = _events_in_blob(trace)
+    found, info, launched_by = _events_in_blob(trace)
     expected = {("cpu", i, int(s), int(e - s)) for i, (s, e) in enumerate(zip(trace.start_ns, trace.end_ns))}
     expected |= {("gpu", i, int(s), int(e - s))
                  for i, (s, e) in enumerate(zip(trace.gpu_start_ns, trace.gpu_end_ns))}
     assert found == expected
+    assert launched_by == dict(enumerate(trace.gpu_launch.tolist()))  # -1 where none is known
     assert info["n_cpu"] == n and info["n_gpu"] == 500
