@@ -95,7 +95,7 @@ function drawView(S) {
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
   const nsPerPx = (x1 - x0) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: [], alpha: [], name: [], lane: [],
-               start: [], dur: [], count: [], id: [], gpu: [], details: [], launch: []};
+               dur: [], count: [], id: [], gpu: [], details: [], launch: []};
   const viewLinkOps = [];
   let viewLinks = 0;
   const minBar = MIN_BAR_PX * nsPerPx;
@@ -107,7 +107,6 @@ function drawView(S) {
     out.bottom.push(y + 0.1);
     out.top.push(y + 0.9);
     out.lane.push(info.labels[info.row_lane[r]]);
-    out.start.push(left);
     out.dur.push(right - left);
     out.count.push(count);
     out.gpu.push(isGpu ? 1 : 0);
@@ -149,13 +148,11 @@ function drawOverview(S) {
   const nsPerPx = (info.span_ns || 1) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: []};
   const laneY = new Map();
-  const rows = [];
   for (const r of S.drawnRows) {
     const lane = info.row_lane[r];
     if (!laneY.has(lane)) laneY.set(lane, laneY.size);
-    rows.push(r);
   }
-  sweep(S, rows, 0, info.span_ns, nsPerPx, Infinity, (r, first, count, left, right) => {
+  sweep(S, S.drawnRows, 0, info.span_ns, nsPerPx, Infinity, (r, first, count, left, right) => {
     const y = laneY.get(info.row_lane[r]);
     out.left.push(left); out.right.push(Math.max(right, left + nsPerPx));
     out.bottom.push(y + 0.1); out.top.push(y + 0.9);

@@ -47,7 +47,8 @@ const [scale, unit] = units[u];
 const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
 return (tick / scale).toFixed(digits) + " " + unit;
 """
-_TOOLTIPS = [("name", "@name"), ("lane", "@lane"), ("start", "@start{custom}"),
+# A bar's left edge is its start (only its right edge is widened to stay visible): no start column.
+_TOOLTIPS = [("name", "@name"), ("lane", "@lane"), ("start", "@left{custom}"),
              ("duration", "@dur{custom}"), ("details", "@details"), ("launched by", "@launch")]
 
 
@@ -59,7 +60,7 @@ def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, f
     pad = span * 0.02
     x_range = Range1d(0, span, bounds=(-pad, span + pad), min_interval=10)
     hover = HoverTool(tooltips=_TOOLTIPS, formatters={
-        "@start": CustomJSHover(code=_FORMAT_NS), "@dur": CustomJSHover(code=_FORMAT_NS)})
+        "@left": CustomJSHover(code=_FORMAT_NS), "@dur": CustomJSHover(code=_FORMAT_NS)})
     wheel, pan = WheelZoomTool(dimensions="width"), PanTool(dimensions="width")
     tap = TapTool()
     plot = figure(x_range=x_range, y_range=Range1d(rows, 0), height=height,

@@ -71,7 +71,7 @@ class Timeline:
                                         "min_duration_ns": [0] * len(self._labels)},
                                        name="nbprof_filter")
         self.rendered = ColumnDataSource(_empty(
-            "left", "right", "bottom", "top", "color", "alpha", "name", "lane", "start", "dur", "count",
+            "left", "right", "bottom", "top", "color", "alpha", "name", "lane", "dur", "count",
             "id", "gpu", "details", "launch"), name="nbprof_rendered")
         # What the browser code fills: busy/real bars, outlines, links, group bands, the strip.
         sources = {"rendered": self.rendered, **{name: ColumnDataSource(_empty(*columns),
