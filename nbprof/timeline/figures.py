@@ -27,13 +27,20 @@ HIGHLIGHT_COLOR = "#ff00aa"
 SELECTION_COLOR = "#000000"
 ROW_PX = 14
 
-_FORMAT_NS = """
+def _format_ns(seconds_digits: int) -> str:
+    """A hover formatter: ns, µs, ms or s as fits, 3 decimals, or ``seconds_digits`` in seconds."""
+    return f"""
 const a = Math.abs(value);
-if (a >= 1e9) return (value / 1e9).toFixed(3) + " s";
+if (a >= 1e9) return (value / 1e9).toFixed({seconds_digits}) + " s";
 if (a >= 1e6) return (value / 1e6).toFixed(3) + " ms";
 if (a >= 1e3) return (value / 1e3).toFixed(3) + " µs";
 return value.toFixed(0) + " ns";
 """
+
+
+# A start late in a long trace needs more digits than a duration: "30.542 s" cannot tell apart
+# the kernels a user has zoomed in on; "30.542463 s" can.
+_FORMAT_DURATION, _FORMAT_START = _format_ns(3), _format_ns(6)
 _TICK_NS = """
 // The unit follows the tick spacing, moved up while the numbers would get long (30.54245 s,
 // not 30542450 µs); every tick of a view gets the same unit.
@@ -60,7 +67,7 @@ def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, f
     pad = span * 0.02
     x_range = Range1d(0, span, bounds=(-pad, span + pad), min_interval=10)
     hover = HoverTool(tooltips=_TOOLTIPS, formatters={
-        "@left": CustomJSHover(code=_FORMAT_NS), "@dur": CustomJSHover(code=_FORMAT_NS)})
+        "@left": CustomJSHover(code=_FORMAT_START), "@dur": CustomJSHover(code=_FORMAT_DURATION)})
     wheel, pan = WheelZoomTool(dimensions="width"), PanTool(dimensions="width")
     tap = TapTool()
     plot = figure(x_range=x_range, y_range=Range1d(rows, 0), height=height,

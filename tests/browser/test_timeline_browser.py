@@ -100,6 +100,9 @@ def test_hovering_a_kernel_shows_its_name(browser, alexnet, artifacts):
     page.screenshot(path=artifacts / "timeline_hover_kernel.png")
     tooltip = page.get_by_text(name, exact=True)
     tooltip.first.wait_for(state="visible", timeout=5000)
+    # the start to the µs, 30 s into the trace: enough to tell neighbouring kernels apart
+    assert start - origin >= 1e9
+    assert page.get_by_text(f"{(start - origin) / 1e9:.6f} s", exact=True).first.is_visible()
     if trace.gpu_launch[kernel] >= 0:  # hovering a kernel also draws the link from its launch
         assert page.evaluate("() => nb('nbprof_links_focus').data.x0.length") == 1
     page.close()
