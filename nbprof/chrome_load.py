@@ -28,7 +28,7 @@ beyond the file's own float (a float64 near 1.7e15 µs resolves 0.25 µs).
 from __future__ import annotations
 
 from itertools import compress, repeat
-from operator import is_not, methodcaller
+from operator import contains, methodcaller
 
 import numpy as np
 
@@ -272,25 +272,21 @@ def _as_int(value) -> int:
 def _split_args(args_list: list):
     """event_args, shapes and stacks: shapes and stacks move out of the (dict) args."""
     event_args = dict(compress(enumerate(args_list), args_list))  # the non-empty ones, in C
-    shapes = _pop_each(event_args, SHAPES_KEY)
-    stacks = {row: _stack(value) for row, value in _pop_each(event_args, STACK_KEY).items()}
+    shapes = _pop_key(event_args, SHAPES_KEY)
+    stacks = {row: _stack(stack) for row, stack in _pop_key(event_args, STACK_KEY).items()}
     if shapes or stacks:  # some args may hold nothing else
         event_args = {row: args for row, args in event_args.items() if args}
     return event_args, shapes, stacks
 
 
-_ABSENT = object()
-
-
-def _pop_each(args_by_row: dict, key: str) -> dict:
-    """``key``'s value in each row's args, popped from those args (dicts only: a file's args
-    may be a string or a list, which hold no keys)."""
-    rows, args_list = list(args_by_row), list(args_by_row.values())
-    if all(map(isinstance, args_list, repeat(dict))):  # in C: map/methodcaller/compress
-        popped = list(map(methodcaller("pop", key, _ABSENT), args_list))
-        return dict(compress(zip(rows, popped), map(is_not, popped, repeat(_ABSENT))))
-    return {row: args.pop(key) for row, args in args_by_row.items()
-            if isinstance(args, dict) and key in args}
+def _pop_key(event_args: dict, key: str) -> dict:
+    """``key``'s value in each row's args that are a dict holding it, popped from them."""
+    try:  # in C: map/contains instead of a comprehension
+        rows = list(compress(event_args, map(contains, event_args.values(), repeat(key))))
+    except TypeError:  # args that are a number: not a container
+        rows = [row for row, args in event_args.items() if isinstance(args, dict) and key in args]
+    # A string or a list "contains" the key's text too; only a dict holds it as a key.
+    return {row: event_args[row].pop(key) for row in rows if isinstance(event_args[row], dict)}
 
 
 def _stack(value) -> tuple:

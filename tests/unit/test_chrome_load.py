@@ -213,6 +213,10 @@ def test_args_that_are_not_objects_are_kept_and_hold_no_shapes_or_stack(tmp_path
     trace = nbprof.load(kineto_file(tmp_path, events))
     assert trace.shapes == {0: [[2, 3]]} and trace.stacks == {0: ("a.py(1): f",)}
     assert trace.event_args == {1: events[1]["args"], 2: events[2]["args"]}
+    events.append(cpu("number", 6, 1))
+    events[3]["args"] = 5  # not a container at all
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    assert trace.shapes == {0: [[2, 3]]} and trace.event_args[3] == 5
 
 
 BAD_EVENTS = [
