@@ -99,15 +99,11 @@ def page(lab, artifacts):
         page.set_default_timeout(60_000)
         page.goto(f"{url}/lab/tree/{NOTEBOOK}?reset")
         page.wait_for_selector(f"{PANEL} .jp-Notebook")
-        kernel_dialog = page.locator(".jp-Dialog .jp-mod-accept")
-        if kernel_dialog.count():
-            kernel_dialog.first.click()
         # the kernel must be idle before Run All, or the first cells may be dropped
         page.wait_for_selector(f"{PANEL} .jp-Notebook-ExecutionIndicator[data-status='idle']",
                                state="attached")
         try:
-            page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-            page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+            _run_all_cells(page)
             page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
             page.wait_for_function(_READY_JS, timeout=60_000)
         except Exception:
@@ -117,6 +113,30 @@ def page(lab, artifacts):
         yield page, root
         page.screenshot(path=str(artifacts / "notebook_browser_final.png"), full_page=False)
         browser.close()
+
+
+# A code cell's prompt reads [*] once queued, [n] once run; [ ] means Run All did not reach it.
+_STARTED_JS = """(panel) => [...document.querySelectorAll(panel + ' .jp-CodeCell .jp-InputPrompt')]
+    .some(prompt => /\\[(\\*|\\d+)\\]/.test(prompt.textContent))"""
+
+
+def _run_all_cells(page, attempts=3):
+    """Run All Cells, and again if no cell started: under heavy load Lab once ran none of them
+    (and a "Select Kernel" dialog can still appear late, holding the run until it is answered)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(attempts):
+        kernel_dialog = page.locator(".jp-Dialog .jp-mod-accept")
+        if kernel_dialog.count():
+            kernel_dialog.first.click()
+        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        try:
+            page.wait_for_function(_STARTED_JS, arg=PANEL, timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"Run All Cells started no cell in {attempts} attempts")
 
 
 # The timeline tags its plot "nbprof-ready" once the browser has decoded the events and drawn.
