@@ -51,9 +51,10 @@ def key_averages(trace: Trace, sort_by: str = "cpu_time_total") -> list[KeyAvera
     cuda_ns = np.bincount(trace.name_id[trace.gpu_launch[launched]],
                           weights=(trace.gpu_end_ns - trace.gpu_start_ns)[launched],
                           minlength=names)
-    rows = [KeyAverage(trace.names[i], int(count[i]), cpu_ns[i] / 1e3, self_ns[i] / 1e3,
-                       cuda_ns[i] / 1e3)
-            for i in np.flatnonzero(count)]
+    # plain floats (tolist), so rows print and serialise like any Python numbers
+    cpu_us, self_us, cuda_us = (cpu_ns / 1e3).tolist(), (self_ns / 1e3).tolist(), (cuda_ns / 1e3).tolist()
+    rows = [KeyAverage(trace.names[i], int(count[i]), cpu_us[i], self_us[i], cuda_us[i])
+            for i in np.flatnonzero(count).tolist()]
     return sort_rows(rows, sort_by)
 
 

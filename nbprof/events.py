@@ -84,7 +84,7 @@ class FunctionEvent:
 
     @property
     def cuda_time_total(self) -> float:
-        return sum(kernel.interval.elapsed_us() for kernel in self.kernels)
+        return sum((kernel.interval.elapsed_us() for kernel in self.kernels), 0.0)
 
     @property
     def key(self) -> str:

@@ -136,3 +136,11 @@ def test_dir_lists_the_lazy_public_names_without_importing_them():
             "print(sorted(set(nbprof.__all__) - set(dir(nbprof))), 'torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.split() == ["[]", "False"], result.stderr
+
+
+def test_summary_numbers_are_plain_python_floats():
+    trace = small_trace()
+    row = trace.key_averages()[0]
+    assert type(row.cpu_time_total) is float and type(row.cuda_time_total) is float
+    assert "np.float64" not in repr(row)
+    assert type(trace.events[0].cuda_time_total) is float
