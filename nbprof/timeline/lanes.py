@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..events import GPU_KINDS, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
+from ..events import GPU_KINDS, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER, Trace
 
 # Colour families: what the legend lists and js/timeline.js colours by.
 FAMILIES = ("CPU op", "CUDA runtime", "annotation", "kernel", "memcpy", "memset",
@@ -90,10 +90,17 @@ def build_lanes(trace: Trace) -> Lanes:
     launch = trace.gpu_launch
     launch_depth = np.where(launch >= 0, trace.depth[np.clip(launch, 0, max(len(trace) - 1, 0))]
                             if len(trace) else 0, 0).astype(np.int64)
-    # Lanes that hold kernels keep row 0 for them; op intervals go below, one row per op depth.
+    # GPU-side spans (kind "other": Kineto's gpu_user_annotation) enclose kernels, so they get the
+    # top row, as annotations do on CPU lanes, instead of covering the kernels; kernels, memcpy and
+    # memset take the next row; op intervals go below, one row per op depth.
+    is_span = trace.gpu_kind == KIND_OTHER
+    lane_has_spans = np.zeros(len(labels) + 1, bool)
+    lane_has_spans[gpu_lane[is_span]] = True
     lane_has_kernels = np.zeros(len(labels) + 1, bool)
-    lane_has_kernels[gpu_lane[~is_op]] = True
-    gpu_sub = np.where(is_op, launch_depth + lane_has_kernels[gpu_lane], 0)
+    lane_has_kernels[gpu_lane[~is_op & ~is_span]] = True
+    kernel_row = lane_has_spans[gpu_lane].astype(np.int64)
+    gpu_sub = np.select([is_span, is_op],
+                        [0, launch_depth + kernel_row + lane_has_kernels[gpu_lane]], kernel_row)
 
     lane = np.concatenate([cpu_lane, gpu_lane])
     sub = np.concatenate([cpu_sub, gpu_sub])

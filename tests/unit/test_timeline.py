@@ -142,6 +142,18 @@ def test_cuda_event_op_intervals_sit_below_kernels_one_row_per_op_depth():
     assert gpu_subs == [1, 2, 0]  # linear's interval, mm's interval (deeper), the kernel on top
 
 
+def test_gpu_annotation_spans_sit_above_the_kernels_they_enclose():
+    # Kineto's gpu_user_annotation (kind "other") spans kernels on the same stream: drawn on one
+    # row they would cover the kernels
+    trace = Trace.build(start_ns=[0], end_ns=[100], thread=[0], name_id=[0],
+                        names=["aten::mm", "gemm", "ProfilerStep#1"], threads=[(1, 1, "main")],
+                        gpu_start_ns=[0, 10, 40], gpu_end_ns=[200, 30, 60], gpu_name_id=[2, 1, 1],
+                        gpu_device=[0, 0, 0], gpu_stream=[7, 7, 7], gpu_launch=[-1, 0, 0],
+                        gpu_kind=[5, 1, 1])
+    lanes = build_lanes(trace)
+    assert lanes.row_sub[lanes.gpu_row].tolist() == [0, 1, 1]
+
+
 def test_browser_code_is_found_where_a_wheel_puts_it(tmp_path):
     # A wheel holds js/ as nbprof/js (pyproject's force-include); no source tree beside it.
     import pathlib
