@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 
 # Debian's Chromium for the browser tests (Playwright's own browser download fails here).
 $(CHROMIUM):
-	apt-get update -qq && apt-get install -y -qq chromium
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
 
 chromium: $(CHROMIUM)
 
