@@ -75,7 +75,7 @@ def gpu_busy_ns(trace: Trace) -> int:
     twice what nests: a parent op's CUDA-event interval holds its children's, an annotation's GPU
     span holds its kernels."""
     busy = 0
-    lanes = trace.gpu_device.astype(np.int64) << 32 | trace.gpu_stream.astype(np.int64) & 0xFFFFFFFF
+    lanes = trace.gpu_stream_keys()
     for lane in np.unique(lanes):
         rows = lanes == lane  # GPU rows are in start order, so each lane's are too
         starts, ends = trace.gpu_start_ns[rows], np.maximum.accumulate(trace.gpu_end_ns[rows])

@@ -97,6 +97,13 @@ class FunctionEvent:
         )
 
 
+def split_stream_key(key) -> tuple[int, int]:
+    """(device, stream) of a key made by :meth:`Trace.gpu_stream_keys`."""
+    key = int(key)
+    stream = key & 0xFFFFFFFF
+    return key >> 32, stream - (1 << 32) if stream >= 1 << 31 else stream  # streams can be -1
+
+
 def _column(values, dtype) -> np.ndarray:
     array = np.ascontiguousarray(values, dtype=dtype)
     if array.ndim != 1:
@@ -250,6 +257,11 @@ class Trace:
     @property
     def has_gpu(self) -> bool:
         return len(self.gpu_start_ns) > 0
+
+    def gpu_stream_keys(self) -> np.ndarray:
+        """One int64 per GPU interval naming its (device, stream), so streams can be grouped with
+        numpy; :func:`split_stream_key` turns a key back into the pair."""
+        return (self.gpu_device.astype(np.int64) << 32) | (self.gpu_stream.astype(np.int64) & 0xFFFFFFFF)
 
     def event(self, index: int) -> FunctionEvent:
         index = int(index)

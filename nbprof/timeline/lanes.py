@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..events import GPU_KINDS, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER, Trace
+from ..events import (GPU_KINDS, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER, Trace,
+                      split_stream_key)
 
 # Colour families: what the legend lists and js/timeline.js colours by.
 FAMILIES = ("CPU op", "CUDA runtime", "annotation", "kernel", "memcpy", "memset",
@@ -74,10 +75,9 @@ def build_lanes(trace: Trace) -> Lanes:
     n_cpu_lanes = len(labels)
 
     # GPU lanes: one per (device, stream) in use.
-    stream_keys = (trace.gpu_device.astype(np.int64) << 32) | (trace.gpu_stream.astype(np.int64) & 0xFFFFFFFF)
-    unique_streams, gpu_stream_index = np.unique(stream_keys, return_inverse=True)
+    unique_streams, gpu_stream_index = np.unique(trace.gpu_stream_keys(), return_inverse=True)
     for key in unique_streams:  # one iteration per stream
-        device, stream = int(key >> 32), int(np.int32(key & 0xFFFFFFFF))
+        device, stream = split_stream_key(key)
         labels.append(f"GPU {device} stream {stream}")
         groups.append(" · ".join(filter(None, [rank_prefix, f"GPU {device}"])))
     is_gpu = np.arange(len(labels)) >= n_cpu_lanes

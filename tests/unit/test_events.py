@@ -144,3 +144,15 @@ def test_summary_numbers_are_plain_python_floats():
     assert type(row.cpu_time_total) is float and type(row.cuda_time_total) is float
     assert "np.float64" not in repr(row)
     assert type(trace.events[0].cuda_time_total) is float
+
+
+def test_stream_keys_group_streams_and_split_back_negative_ones_too():
+    from nbprof.events import split_stream_key
+
+    trace = Trace.build(
+        start_ns=[0], end_ns=[1], thread=[0], name_id=[0], names=["op"], threads=[(1, 1, "t")],
+        gpu_start_ns=[0, 1, 2, 3], gpu_end_ns=[1, 2, 3, 4], gpu_name_id=[0] * 4,
+        gpu_device=[0, 0, 1, 0], gpu_stream=[7, -1, 7, 7], gpu_launch=[-1] * 4, gpu_kind=[1] * 4)
+    keys = trace.gpu_stream_keys()
+    assert len(set(keys.tolist())) == 3
+    assert [split_stream_key(key) for key in keys] == [(0, 7), (0, -1), (1, 7), (0, 7)]
