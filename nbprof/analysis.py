@@ -104,7 +104,7 @@ def text_table(headers: list[str], rows: list[list[str]], name_width: int = 55) 
     """The lines of a text table between rules: the first column (a name) made printable, cut to
     ``name_width`` and aligned left, the other cells aligned right. The summary table and the
     ``--repeat`` table share it."""
-    lines = [[_name_cell(row[0], name_width), *row[1:]] for row in rows]
+    lines = [[name_cell(row[0], name_width), *row[1:]] for row in rows]
     widths = [max([len(headers[i])] + [len(line[i]) for line in lines]) for i in range(len(headers))]
     rule = "  ".join("-" * width for width in widths)
 
@@ -115,7 +115,8 @@ def text_table(headers: list[str], rows: list[list[str]], name_width: int = 55) 
     return [rule, fmt(headers), rule, *map(fmt, lines), rule]
 
 
-def _name_cell(name: str, width: int) -> str:
+def name_cell(name: str, width: int) -> str:
+    """A name fit for one cell of a text table: printable, and cut to ``width`` characters."""
     name = printable(name)
     return name if len(name) <= width else name[: width - 3] + "..."
 

@@ -15,7 +15,7 @@ from html import escape
 import ipywidgets
 import numpy as np
 
-from .analysis import SORT_KEYS, format_us, key_averages, printable, sort_rows
+from .analysis import SORT_KEYS, format_us, key_averages, name_cell, printable, sort_rows
 from .details import details_html, gpu_details_html, timeline_origin_ns
 from .events import Trace
 from .search import events_named, find_events, gpu_launched_by
@@ -55,10 +55,9 @@ def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total"
 
 
 def _summary_label(row, width: int) -> str:
-    name = printable(row.name)
-    name = name if len(name) <= width else name[: width - 1] + "…"
-    return (f"{name:<{width}} {format_us(row.cpu_time_total):>11} {format_us(row.self_cpu_time_total):>11} "
-            f"{format_us(row.cuda_time_total):>11} {row.count:>8}")
+    return (f"{name_cell(row.name, width):<{width}} {format_us(row.cpu_time_total):>11} "
+            f"{format_us(row.self_cpu_time_total):>11} {format_us(row.cuda_time_total):>11} "
+            f"{row.count:>8}")
 
 
 def _per_run_text(trace: Trace) -> str | None:
