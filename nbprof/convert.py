@@ -24,6 +24,13 @@ from .events import KIND_OP, Thread, Trace
 CPU_CATEGORIES = ("op", "user_annotation", "python_function")
 
 
+def sparse_rows(values, convert=None) -> dict:
+    """row -> value (``convert``-ed) for the rows whose value is not empty: shapes and stacks are
+    recorded for few events, so they are kept sparse."""
+    return {row: convert(value) if convert else value
+            for row, value in enumerate(values) if value}
+
+
 def intern_names(names) -> tuple[np.ndarray, list[str]]:
     """Index of each name in a table of the distinct names (first-seen order), and the table."""
     table: dict[str, int] = {}
@@ -220,12 +227,12 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
     name_id, names = intern_names(table.names[push_rows].tolist())
     thread, threads = _legacy_threads(table.thread_ids[push_rows], starting_id, starting_thread)
     extras = {}
+    record_type = type(table.records[0])
+    pushes = [table.records[row] for row in push_rows] if record_shapes or with_stack else []
     if record_shapes:
-        extras["shapes"] = {row: shapes for row, shapes in enumerate(
-            map(type(table.records[0]).shapes, (table.records[r] for r in push_rows))) if shapes}
+        extras["shapes"] = sparse_rows(map(record_type.shapes, pushes))
     if with_stack:
-        extras["stacks"] = {row: tuple(stack) for row, stack in enumerate(
-            map(type(table.records[0]).stack, (table.records[r] for r in push_rows))) if stack}
+        extras["stacks"] = sparse_rows(map(record_type.stack, pushes), tuple)
     gpu_op_rows, gpu_start_ns, gpu_end_ns, gpu_device = gpu
     count = len(gpu_op_rows)
     return Trace.build(

@@ -18,6 +18,7 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 
+from ..convert import sparse_rows
 from .quiet import quiet_usdt
 
 _KinetoEvent = torch._C._autograd._KinetoEvent
@@ -109,11 +110,8 @@ def read_records(events, *, record_shapes=False, with_stack=False,
     is_annotation = _flag_column(kind, "is_user_annotation", events)
     is_python = _flag_column(kind, "is_python_function", events) if with_stack \
         else np.zeros(len(events), np.bool_)
-    shapes, stacks = {}, {}
-    if record_shapes:
-        shapes = {row: shape for row, shape in enumerate(map(kind.shapes, events)) if shape}
-    if with_stack:
-        stacks = {row: tuple(stack) for row, stack in enumerate(map(kind.stack, events)) if stack}
+    shapes = sparse_rows(map(kind.shapes, events)) if record_shapes else {}
+    stacks = sparse_rows(map(kind.stack, events), tuple) if with_stack else {}
     cuda_us = np.fromiter(map(kind.cuda_elapsed_us, events), np.float64, len(events)) \
         if gpu_fallback else None
     return CpuRecords(names, start_ns, end_ns, tid, is_annotation, is_python, shapes, stacks,
