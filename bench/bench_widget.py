@@ -40,7 +40,7 @@ import torch  # noqa: E402
 
 import nbprof  # noqa: E402
 from nbprof.chrome import load  # noqa: E402
-from nbprof.search import find_events  # noqa: E402
+from nbprof.notebook.search import find_events  # noqa: E402
 
 SOURCE = ROOT.parent / "shared" / "traces" / "gpu_training_step_68k.json.gz"
 
@@ -83,7 +83,7 @@ def torch_seconds(ops: int) -> tuple[float, float, int]:
 def bench_speed(ops: int, rounds: int) -> float:
     add_loop(1000)  # warm torch's dispatcher before either side is timed
     import jupyter_bokeh  # noqa: F401  (bokeh's and the widgets' one-off imports, once per kernel)
-    from nbprof.trace_widget import TraceWidget  # noqa: F401
+    from nbprof.notebook.widget import TraceWidget  # noqa: F401
     nbprof_best, torch_best, torch_stop_best = float("inf"), float("inf"), float("inf")
     for _ in range(rounds):  # alternate, so drift on this shared machine hits both sides
         gc.collect()
@@ -141,7 +141,7 @@ def bokehjs_load_outputs(load) -> list:
 
 
 def nbprof_bokehjs() -> None:
-    from nbprof import trace_widget
+    from nbprof.notebook import widget as trace_widget
 
     trace_widget._bokehjs_loaded = False
     trace_widget.ensure_bokehjs()

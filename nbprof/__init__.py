@@ -26,7 +26,7 @@ _LAZY = {
     "TraceFormatError": "chrome",
     "timeline": "timeline",
     "save_html": "timeline",
-    "widget": "trace_widget",  # not "widget": importing a submodule of that name would shadow the function
+    "widget": "notebook.widget",
 }
 
 
@@ -48,6 +48,6 @@ def __dir__():
 
 def load_ipython_extension(ipython):
     """``%load_ext nbprof``: registers ``%%cudaprof`` / ``%cudaprof``."""
-    from .magic import register
+    from .notebook.magic import register
 
     register(ipython)

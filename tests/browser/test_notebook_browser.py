@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 import nbprof
-from nbprof.chrome_check import check_chrome_trace
+from nbprof.chrome.check import check_chrome_trace
 
 pytestmark = pytest.mark.browser
 

@@ -19,7 +19,7 @@ def test_profiled_gpu_cell_has_gpu_intervals_in_the_trace_and_the_details():
     assert trace.has_gpu and trace.meta["backend"] == "cuda-events"
     mm = [i for i in range(len(trace)) if trace.names[trace.name_id[i]] == "aten::mm"]
     assert mm and trace.event(mm[0]).kernels  # the matmul got its GPU interval
-    from nbprof.details import details_html
+    from nbprof.notebook.details import details_html
 
     assert "stream" in details_html(trace, mm[0])
     widget = next(o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data)

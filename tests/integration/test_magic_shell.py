@@ -211,7 +211,7 @@ def test_question_mark_help_lists_the_options(shell):
 
 @pytest.mark.parametrize("filename", ["cell.json", "cell.json.gz"])
 def test_export_writes_a_chrome_trace_that_loads_back(shell, tmp_path, filename):
-    from nbprof.chrome_check import check_chrome_trace
+    from nbprof.chrome.check import check_chrome_trace
 
     path = tmp_path / filename
     result, out = run(shell, f"%%cudaprof --no-display -o exported --export '{path}'\n" + WORK)

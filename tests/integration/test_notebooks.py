@@ -112,7 +112,7 @@ def test_options_tour_shows_each_option_at_work(executed):
     assert error.ename == "RuntimeError"
     traceback = "\n".join(error.traceback)
     # as without the magic: the cell's own line, none of nbprof's frames
-    assert "a bug in the training step" in traceback and "nbprof/magic.py" not in traceback
+    assert "a bug in the training step" in traceback and "nbprof/notebook/magic.py" not in traceback
     assert any(WIDGET in o.get("data", {}) for o in raised.outputs)  # what ran, before the error
     bad = "".join(o.get("text", "") for o in cells["%%cudaprof --fast"].outputs)
     assert "usage: %%cudaprof" in bad and "unrecognized arguments: --fast" in bad

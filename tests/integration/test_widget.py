@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import nbprof
-from nbprof.chrome_check import check_chrome_trace
+from nbprof.chrome.check import check_chrome_trace
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +140,8 @@ def test_widget_refuses_what_is_not_a_trace():
 def test_nbprof_widget_stays_the_function_after_the_magic_imported_its_module():
     import importlib
 
-    importlib.import_module("nbprof.trace_widget")  # what %%cudaprof does
-    from nbprof.magic import publish  # noqa: F401
+    importlib.import_module("nbprof.notebook.widget")  # what %%cudaprof does
+    from nbprof.notebook.magic import publish  # noqa: F401
 
     assert callable(nbprof.widget) and nbprof.widget.__name__ == "widget"
 
@@ -161,7 +161,7 @@ def test_bokehjs_bundles_cover_every_model_the_timeline_uses(trace):
     # A model from a bundle that was not loaded would fail in the browser ("Model ... does not exist").
     from bokeh.embed.bundle import _all_objs, _use_gl, _use_mathjax, _use_tables, _use_widgets
 
-    from nbprof.trace_widget import BOKEHJS_COMPONENTS
+    from nbprof.notebook.widget import BOKEHJS_COMPONENTS
 
     models = _all_objs([nbprof.widget(trace).timeline.layout])
     needed = {"bokeh"} | {bundle for bundle, used in (

@@ -10,7 +10,7 @@ import pytest
 import nbprof
 from nbprof import Trace
 from nbprof.chrome import chrome_trace_bytes, export_chrome_trace
-from nbprof.chrome_check import check_chrome_trace
+from nbprof.chrome.check import check_chrome_trace
 from nbprof.events import GPU_KINDS
 
 AWKWARD = ['quote " and \\ backslash', "new\nline\ttab", "ctl \x00\x01\x1f\x7f", "ünïcødé 名前 🚀",
@@ -206,7 +206,7 @@ def test_an_nbprof_file_out_of_order_loads_with_the_right_launches(tmp_path):
 
 
 def test_serialising_in_chunks_gives_the_same_json(monkeypatch):
-    import nbprof.chrome_export as chrome_export
+    import nbprof.chrome.export as chrome_export
 
     trace = sample_trace()
     whole = chrome_export.chrome_trace_dict(trace)

@@ -7,7 +7,7 @@ import pytest
 
 import nbprof
 from nbprof.chrome import export_chrome_trace
-from nbprof.chrome_check import check_chrome_trace
+from nbprof.chrome.check import check_chrome_trace
 
 torch = pytest.importorskip("torch")
 

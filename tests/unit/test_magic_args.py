@@ -3,7 +3,7 @@
 import pytest
 
 from nbprof.analysis import SORT_KEYS
-from nbprof.magic_args import CudaprofUsageError, help_text, parse_options, split_line_magic
+from nbprof.notebook.args import CudaprofUsageError, help_text, parse_options, split_line_magic
 
 
 def test_defaults_profile_once_and_display():

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from nbprof.details import details_html
+from nbprof.notebook.details import details_html
 from nbprof.events import KIND_KERNEL, Trace
-from nbprof.repeats import repeat_summary, repeat_table, run_marker
-from nbprof.search import events_named, find_events
+from nbprof.notebook.repeats import repeat_summary, repeat_table, run_marker
+from nbprof.notebook.search import events_named, find_events
 
 NAMES = [run_marker(0, 2), run_marker(1, 2), "aten::linear", "aten::addmm", "aten::relu",
          "volta_sgemm_128x64", "aten::relu_backward"]
@@ -95,7 +95,7 @@ def test_details_escape_html_in_names():
 
 
 def test_gpu_details_name_the_launching_op():
-    from nbprof.details import gpu_details_html
+    from nbprof.notebook.details import gpu_details_html
 
     trace = two_run_trace()
     html = gpu_details_html(trace, 1)

@@ -9,7 +9,7 @@ import argparse
 import io
 import shlex
 
-from .analysis import SORT_KEYS
+from ..analysis import SORT_KEYS
 
 PROG = "%%cudaprof"
 

@@ -1,9 +1,6 @@
 """``nbprof.widget(trace)``: the timeline in an ipywidgets box with search, filters, details, the
 summary table and an Export button. What ``%%cudaprof`` displays under a cell.
 
-Named trace_widget, not widget: importing a submodule ``nbprof.widget`` would replace the function
-``nbprof.widget`` on the package with the module.
-
 The panes' contents come from pure modules (search.py, details.py, analysis.py); this module only
 wires widgets to them and to the Timeline (timeline/, the only place that builds Bokeh models).
 """
@@ -15,9 +12,9 @@ from html import escape
 import ipywidgets
 import numpy as np
 
-from .analysis import SORT_KEYS, format_us, key_averages, name_cell, printable, sort_rows
+from ..analysis import SORT_KEYS, format_us, key_averages, name_cell, printable, sort_rows
 from .details import details_html, gpu_details_html, timeline_origin_ns
-from .events import Trace
+from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
 
 _bokehjs_loaded = False
@@ -103,7 +100,7 @@ class TraceWidget(ipywidgets.VBox):
         from jupyter_bokeh import BokehModel
 
         from .export_panel import ExportPanel
-        from .timeline import Timeline
+        from ..timeline import Timeline
 
         self.trace = trace
         self.note = note

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .events import Trace
+from ..events import Trace
 
 
 class SearchResult(NamedTuple):

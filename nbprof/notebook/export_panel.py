@@ -11,7 +11,7 @@ import anywidget
 import ipywidgets
 import traitlets
 
-from .timeline.jsfiles import js_path
+from ..timeline.jsfiles import js_path
 
 PERFETTO_HOW_TO = ("Open it in Perfetto: go to https://ui.perfetto.dev and drop the file on the page "
                    "(or use &quot;Open trace file&quot;); chrome://tracing &rarr; Load also reads it.")
@@ -53,7 +53,7 @@ class ExportPanel(ipywidgets.VBox):
 
     def export(self) -> pathlib.Path | None:
         """Write the file and start the browser download; problems show in the panel, never raise."""
-        from .chrome import chrome_trace_bytes
+        from ..chrome import chrome_trace_bytes
 
         try:
             data = chrome_trace_bytes(self._trace, gzip=True)

@@ -32,10 +32,10 @@ from operator import contains, methodcaller
 
 import numpy as np
 
-from .chrome_export import FORMAT_VERSION, GPU_KIND_CATEGORY, SHAPES_KEY, STACK_KEY
-from .chrome_read import TraceFormatError, pick
-from .events import GPU_KINDS, NO_ID, KIND_OTHER, Trace
-from .nesting import nest
+from .export import FORMAT_VERSION, GPU_KIND_CATEGORY, SHAPES_KEY, STACK_KEY
+from .read import TraceFormatError, pick
+from ..events import GPU_KINDS, NO_ID, KIND_OTHER, Trace
+from ..nesting import nest
 
 # Kineto's GPU-side categories (lower-cased; older files capitalise them) -> GPU kind.
 GPU_CATEGORY_KIND = {
@@ -60,7 +60,7 @@ class Load:
         self.slices = slices
         self.notes: list[str] = []
 
-    # -- what each format says its own way (NbprofLoad, chrome_kineto.KinetoLoad) -------------
+    # -- what each format says its own way (NbprofLoad, kineto.KinetoLoad) -------------
     def gpu_rows_mask(self) -> np.ndarray:
         """Which slices are GPU intervals (the rest are CPU events)."""
         raise NotImplementedError

@@ -1,4 +1,4 @@
-"""The torch.profiler / Kineto half of the loader (see chrome_load for what becomes what)."""
+"""The torch.profiler / Kineto half of the loader (see loader for what becomes what)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from itertools import repeat
 
 import numpy as np
 
-from .chrome_load import (FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load,
+from .loader import (FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load,
                           arg_values, category_flags)
-from .chrome_read import pick
-from .events import KIND_OTHER, NO_ID, Trace
+from .read import pick
+from ..events import KIND_OTHER, NO_ID, Trace
 
 
 class KinetoLoad(Load):
@@ -129,7 +129,7 @@ class KinetoLoad(Load):
         return category_flags(cat.table, RUNTIME_CATEGORIES)[cat.codes[cpu_rows]]
 
     def finish(self, trace: Trace) -> Trace:
-        """Move each launch from the runtime call up to the op around it (see chrome_load)."""
+        """Move each launch from the runtime call up to the op around it (see loader)."""
         runtime = category_flags(trace.categories, RUNTIME_CATEGORIES)
         launched = np.flatnonzero(trace.gpu_launch >= 0)
         current = trace.gpu_launch[launched].astype(np.int64)

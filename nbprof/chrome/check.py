@@ -1,4 +1,4 @@
-"""Checks a Chrome trace against the rules nbprof's exports keep (chrome_export's docstring).
+"""Checks a Chrome trace against the rules nbprof's exports keep (export's docstring).
 
 ``check_chrome_trace(data_or_path) -> list[str]``: the problems found, empty when valid.
 - every pid used has ``process_name`` and ``process_sort_index`` M events, every (pid, tid)
@@ -19,7 +19,7 @@ import math
 import pathlib
 from collections import defaultdict
 
-from .chrome_read import TraceFormatError, read_json
+from .read import TraceFormatError, read_json
 
 MAX_PER_RULE = 5  # problems reported per rule; the rest are counted
 

@@ -2,9 +2,9 @@
 :func:`load` (nbprof's own exports and torch.profiler / Kineto traces) and
 :class:`TraceFormatError`.
 
-The work is split: chrome_export (writing), chrome_lanes (extra lanes for overlapping slices),
-chrome_read (parsing and validating a file), chrome_load (the shared part of loading and
-nbprof's own format), chrome_kineto (torch.profiler / Kineto files), chrome_check (the checker).
+The work is split: export (writing), lanes (extra lanes for overlapping slices), read (parsing
+and validating a file), loader (the shared part of loading and nbprof's own format), kineto
+(torch.profiler / Kineto files), check (the checker).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import pathlib
 
 import numpy as np
 
-from .chrome_export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
-from .chrome_kineto import KinetoLoad
-from .chrome_load import NbprofLoad, nbprof_block
-from .chrome_read import TraceFormatError, paused_gc, phase_rows, pick, read_trace, x_slices
-from .events import Trace
+from .export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
+from .kineto import KinetoLoad
+from .loader import NbprofLoad, nbprof_block
+from .read import TraceFormatError, paused_gc, phase_rows, pick, read_trace, x_slices
+from ..events import Trace
 
 __all__ = ["TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict", "export_chrome_trace",
            "load"]
@@ -32,7 +32,7 @@ def load(path) -> Trace:
     From a Kineto file, every CPU-side X slice becomes an event and every GPU slice a kernel;
     a kernel's ``launch_id`` is the op around its cudaLaunchKernel call (not the runtime call
     itself), so ``FunctionEvent.kernels`` and ``key_averages()``' CUDA totals sit on aten ops,
-    as in torch's own summaries. The chrome_load module says how each link is found."""
+    as in torch's own summaries. The loader module says how each link is found."""
     with paused_gc():
         return _load(pathlib.Path(path))
 

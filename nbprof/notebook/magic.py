@@ -1,7 +1,7 @@
 """``%%cudaprof`` (a cell) and ``%cudaprof`` (one statement): run code under nbprof's profiler in the
 user's namespace, then show the timeline widget under the cell's own output.
 
-Options come from magic_args.py. torch and the widget load only when a cell is profiled.
+Options come from args.py. torch and the widget load only when a cell is profiled.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import warnings
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .magic_args import CudaprofUsageError, help_text, parse_options, split_line_magic
+from .args import CudaprofUsageError, help_text, parse_options, split_line_magic
 
 # Warnings issued from the profiler's own code (torch's profilers, nbprof's recorders) are noise to
 # the user; warnings the cell's code triggers are attributed to the cell and still show.
@@ -47,7 +47,7 @@ class CudaprofMagics(Magics):
         if runner.is_empty:
             print("%%cudaprof: nothing to profile: the cell has no code.")
             return
-        from . import profiler
+        from .. import profiler
 
         if profiler.is_active():
             raise UsageError("%%cudaprof can't nest: a profile is already active in this kernel "
@@ -90,7 +90,7 @@ def profile_cell(shell, runner: "CellRunner", options) -> None:
     """Warm up, profile ``options.repeat`` runs, then hand out the trace as the options ask; an
     exception or Ctrl-C in the cell still shows what was recorded, then propagates unchanged."""
     __tracebackhide__ = True
-    from .profiler import profile
+    from ..profiler import profile
 
     for _ in range(options.warmup):
         runner.run()
@@ -175,12 +175,12 @@ def publish(shell, trace, options, note: str | None = None) -> None:
     if not options.no_display:
         from IPython.display import display
 
-        from .trace_widget import widget
+        from .widget import widget
 
         name = options.variable or time.strftime("cudaprof-%Y%m%d-%H%M%S")
         display(widget(trace, name=name, sort_by=options.sort, note=note))
     if options.export:  # last: a bad path must not cost the user the widget or the variable
-        from .chrome import export_chrome_trace
+        from ..chrome import export_chrome_trace
 
         try:
             print(f"Chrome trace written to {export_chrome_trace(trace, options.export)}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from html import escape
 
-from .analysis import format_us
-from .events import Trace
+from ..analysis import format_us
+from ..events import Trace
 
 CHILDREN_SHOWN = 12
 

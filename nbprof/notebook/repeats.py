@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import format_us, limit_rows, text_table
-from .events import Trace
+from ..analysis import format_us, limit_rows, text_table
+from ..events import Trace
 
 MARKER_PREFIX = "cudaprof run "
 _MARKER = re.compile(re.escape(MARKER_PREFIX) + r"(\d+)/(\d+)$")

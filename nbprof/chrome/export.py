@@ -9,7 +9,7 @@
   where the args already hold a device or stream (a loaded Kineto trace), theirs is kept.
 - A flow per launch: ``s`` at the launching event's start on its lane, ``f`` with
   ``"bp": "e"`` at the GPU slice's start, sharing one id (Kineto's ``ac2g`` category).
-- Slices that would overlap without nesting on one lane go to an extra lane (see chrome_lanes).
+- Slices that would overlap without nesting on one lane go to an extra lane (see lanes).
 - ``ts``/``dur`` are µs from the trace's origin as floats (ns / 1000: exact to the ns, since a
   float64 holds 3 decimals of µs up to ~100 days); ``baseTimeNanoseconds`` is the origin.
 - JSON is written by orjson over dicts and lists, never by string formatting (rule 5).
@@ -26,9 +26,9 @@ import zlib
 import numpy as np
 import orjson
 
-from .chrome_lanes import assign_lanes
-from .chrome_read import paused_gc
-from .events import GPU_KINDS, Trace
+from .lanes import assign_lanes
+from .read import paused_gc
+from ..events import GPU_KINDS, Trace
 
 FORMAT_VERSION = 1
 # Chrome category of each GPU kind: Kineto's names where Kineto has one.
