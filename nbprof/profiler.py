@@ -162,6 +162,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
 
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
         global _active_profile
+        if _active_profile is not self:  # never entered, or already ended: nothing to stop
+            raise RuntimeError("nbprof.profile.__exit__ without __enter__: use `with nbprof.profile() as prof:`")
         # Ctrl-C here waits for torch's profiler to be off and the trace to be built, then comes
         # through: the profiler is never left on, and prof.trace holds what was recorded.
         with interrupts_held():

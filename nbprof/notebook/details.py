@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from html import escape
+from ..html_text import html_text
 
 from ..analysis import format_us
 from ..events import Trace
@@ -28,31 +28,32 @@ def details_html(trace: Trace, event_id: int | None) -> str:
         return "<i>Click an event on the timeline (or use search / the summary) to see its details.</i>"
     event = trace.event(event_id)
     origin = timeline_origin_ns(trace)
-    rows = [("Name", f"<code>{escape(event.name)}</code>"),
-            ("Thread", escape(f"{event.thread.name or 'thread'} (pid {event.thread.pid}, "
+    rows = [("Name", f"<code>{html_text(event.name)}</code>"),
+            ("Thread", html_text(f"{event.thread.name or 'thread'} (pid {event.thread.pid}, "
                               f"tid {event.thread.tid})")),
             ("CPU", _interval(*event.cpu_interval, origin) + f", self {format_us(event.self_cpu_ns / 1e3)}")]
     if event.kernels:
         gpu = "<br>".join(
-            f"{escape(k.kind)} <code>{escape(k.name)}</code> on cuda:{k.device} stream {k.stream}: "
+            f"{html_text(k.kind)} <code>{html_text(k.name)}</code> on cuda:{html_text(k.device)} "
+            f"stream {html_text(k.stream)}: "
             + _interval(*k.interval, origin) for k in event.kernels)
         rows.append(("GPU", gpu))
     else:
         rows.append(("GPU", "<i>no GPU interval</i>"))
     if event.shapes is not None:
-        rows.append(("Shapes", f"<code>{escape(str(event.shapes))}</code>"))
+        rows.append(("Shapes", f"<code>{html_text(str(event.shapes))}</code>"))
     if event.stack:
-        rows.append(("Stack", "<br>".join(f"<code>{escape(frame)}</code>" for frame in event.stack)))
+        rows.append(("Stack", "<br>".join(f"<code>{html_text(frame)}</code>" for frame in event.stack)))
     chain = []
     parent = event.parent
     while parent is not None:
-        chain.append(escape(trace.names[trace.name_id[parent]]))
+        chain.append(html_text(trace.names[trace.name_id[parent]]))
         parent = int(trace.parent[parent])
         parent = None if parent < 0 else parent
     rows.append(("Parents", " &larr; ".join(chain) if chain else "<i>top level</i>"))
     children = trace.children(event_id)
     if children:
-        names = ", ".join(escape(trace.names[trace.name_id[c]]) for c in children[:CHILDREN_SHOWN])
+        names = ", ".join(html_text(trace.names[trace.name_id[c]]) for c in children[:CHILDREN_SHOWN])
         more = f" and {len(children) - CHILDREN_SHOWN} more" if len(children) > CHILDREN_SHOWN else ""
         rows.append((f"Children ({len(children)})", names + more))
     else:
@@ -66,10 +67,10 @@ def gpu_details_html(trace: Trace, row: int) -> str:
     """A GPU interval: kind, name, device and stream, interval, what the source knows, and the
     details of the op that launched it."""
     kernel = trace.kernel(row)
-    lines = [f"{escape(kernel.kind)} <code>{escape(kernel.name)}</code> on cuda:{kernel.device} "
-             f"stream {kernel.stream}: {_interval(*kernel.interval, timeline_origin_ns(trace))}"]
+    lines = [f"{html_text(kernel.kind)} <code>{html_text(kernel.name)}</code> on cuda:{html_text(kernel.device)} "
+             f"stream {html_text(kernel.stream)}: {_interval(*kernel.interval, timeline_origin_ns(trace))}"]
     if kernel.args:
-        lines.append(escape(", ".join(f"{key}: {value}" for key, value in kernel.args.items())))
+        lines.append(html_text(", ".join(f"{key}: {value}" for key, value in kernel.args.items())))
     if kernel.launch_id is None:
         lines.append("<i>the trace does not say which op launched it</i>")
         return "<br>".join(lines)

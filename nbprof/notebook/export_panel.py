@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import pathlib
-from html import escape
 
 import anywidget
 import ipywidgets
 import traitlets
 
+from ..atomic import write_file
+from ..html_text import html_text
 from ..timeline.jsfiles import js_path
 
 PERFETTO_HOW_TO = ("Open it in Perfetto: go to https://ui.perfetto.dev and drop the file on the page "
@@ -58,19 +59,19 @@ class ExportPanel(ipywidgets.VBox):
         try:
             data = chrome_trace_bytes(self._trace, gzip=True)
         except Exception as error:  # shown to the user in the widget: a traceback would be lost there
-            self.status.value = f"<span style='color:#b00'>Export failed: {escape(str(error))}</span>"
+            self.status.value = f"<span style='color:#b00'>Export failed: {html_text(str(error))}</span>"
             return None
         folder = pathlib.Path(self._folder) if self._folder is not None else pathlib.Path.cwd()
         path = free_path(folder, self._name)
         self.download.send_file(data, path.name)
         try:
-            path.write_bytes(data)
+            write_file(path, data, what="the Chrome trace")  # atomic: no half file on a full disk
         except OSError as error:
             self.status.value = (
-                f"<span style='color:#b00'>Could not write {escape(str(path))}: "
-                f"{escape(error.strerror or str(error))}.</span> Your browser was sent "
-                f"<code>{escape(path.name)}</code> as a download instead. {PERFETTO_HOW_TO}")
+                f"<span style='color:#b00'>Could not write {html_text(str(path))}: "
+                f"{html_text(error.strerror or str(error))}.</span> Your browser was sent "
+                f"<code>{html_text(path.name)}</code> as a download instead. {PERFETTO_HOW_TO}")
             return None
-        self.status.value = (f"Wrote <code>{escape(str(path))}</code> ({len(data) / 1e6:.2f} MB) and sent "
+        self.status.value = (f"Wrote <code>{html_text(str(path))}</code> ({len(data) / 1e6:.2f} MB) and sent "
                              f"it to your browser as a download. {PERFETTO_HOW_TO}")
         return path

@@ -7,7 +7,7 @@ wires widgets to them and to the Timeline (timeline/, the only place that builds
 
 from __future__ import annotations
 
-from html import escape
+from ..html_text import html_text
 
 import ipywidgets
 import numpy as np
@@ -75,7 +75,7 @@ class SummaryTable(ipywidgets.VBox):
                                         layout=ipywidgets.Layout(width="300px"))
         header = (f"{'Name':<{self.NAME_WIDTH}} {'CPU total':>11} {'Self CPU':>11} {'CUDA total':>11} "
                   f"{'Calls':>8}")
-        self.header = ipywidgets.HTML(f"<pre style='margin:0 0 0 4px'>{escape(header)}</pre>")
+        self.header = ipywidgets.HTML(f"<pre style='margin:0 0 0 4px'>{html_text(header)}</pre>")
         self.rows = ipywidgets.Select(options=[], rows=8, layout=ipywidgets.Layout(width="100%"))
         self.rows.add_class("nbprof-summary")
         self.sort.observe(lambda change: self._fill(change["new"]), names="value")
@@ -123,7 +123,7 @@ class TraceWidget(ipywidgets.VBox):
         self.min_duration.observe(self._filter_changed, names="value")
         self.timeline.selection.on_change("data", self._selection_changed)
 
-        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
+        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else [])
         super().__init__([*header, self._toolbar, self._filters, self.plot, self._make_panes(),
                           self.export])
         self.add_class("nbprof-widget")
@@ -154,7 +154,7 @@ class TraceWidget(ipywidgets.VBox):
         """Details, Summary and, for ``--repeat`` traces, Per run (mean / min / max per op)."""
         self.per_run = _per_run_text(self.trace)
         panes = ipywidgets.Tab([self.details, self.summary] + (
-            [ipywidgets.HTML(f"<pre class='nbprof-per-run'>{escape(self.per_run)}</pre>")]
+            [ipywidgets.HTML(f"<pre class='nbprof-per-run'>{html_text(self.per_run)}</pre>")]
             if self.per_run else []))
         for index, title in enumerate(("Details", "Summary", "Per run")[:len(panes.children)]):
             panes.set_title(index, title)
@@ -167,7 +167,7 @@ class TraceWidget(ipywidgets.VBox):
     def run_search(self, pattern: str) -> None:
         result = find_events(self.trace, pattern)
         self._set_matches(result.event_ids, result.gpu_rows)
-        self.match_count.value = escape(result.message)
+        self.match_count.value = html_text(result.message)
 
     def show_op(self, name: str) -> None:
         """A summary row was clicked: outline every event of that op and the GPU intervals they
@@ -176,7 +176,7 @@ class TraceWidget(ipywidgets.VBox):
         gpu_rows = gpu_launched_by(self.trace, ids)
         self._set_matches(ids, gpu_rows)
         launched = f" + {len(gpu_rows):,} GPU intervals they launched" if len(gpu_rows) else ""
-        self.match_count.value = escape(f"{len(ids):,} events of {printable(name)}{launched}")
+        self.match_count.value = html_text(f"{len(ids):,} events of {printable(name)}{launched}")
 
     def _set_matches(self, event_ids: np.ndarray, gpu_rows: np.ndarray) -> None:
         self.timeline.highlight(event_ids, gpu_rows)
@@ -205,7 +205,7 @@ class TraceWidget(ipywidgets.VBox):
         # The selection's on_change shows the details too, but not when the same match is stepped
         # to again (no change): and the user may have switched to another pane since.
         self._show_details(row, kind)
-        self.match_count.value = escape(f"{self._match_index + 1} of {total:,}")
+        self.match_count.value = html_text(f"{self._match_index + 1} of {total:,}")
 
     def _bring_into_view(self, start_ns: int, end_ns: int) -> None:
         """Pan (keeping the zoom) so the interval is in view; zoom out if it is wider than the view."""
@@ -251,5 +251,5 @@ class TraceWidget(ipywidgets.VBox):
         if self.note:  # the cell raised or was interrupted: say so outside the widget too
             note = f"{self.note}\n{note}"
         bundle["text/plain"] = f"{note}\n{table}"
-        bundle["text/html"] = f"<p><i>{escape(note)}</i></p><pre>{escape(table)}</pre>"
+        bundle["text/html"] = f"<p><i>{html_text(note)}</i></p><pre>{html_text(table)}</pre>"
         return bundle

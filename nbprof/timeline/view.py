@@ -10,7 +10,9 @@ from bokeh.document import Document
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
 
+from ..atomic import make_folders, write_file
 from ..events import Trace
+from ..html_text import html_text
 from .data import encode_events
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, PALETTES, ROW_PX, SELECTION_COLOR, main_plot,
                       overview_plot)
@@ -115,20 +117,28 @@ class Timeline:
         path = pathlib.Path(path)
         html = file_html(self.layout.document, resources=INLINE,
                          title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(html, encoding="utf-8")
-        return path
+        make_folders(path, what="the timeline page")
+        return write_file(path, html, what="the timeline page")  # atomic: the old page survives a failure
 
     def _note_html(self) -> str:
         trace = self.trace
         if not len(trace) and not trace.has_gpu:
             return "<b>no events recorded</b>"
         rank, world = trace.meta.get("rank"), trace.meta.get("world_size")
-        where = "" if rank is None else f"rank {rank}" + (f" of {world}" if world else "") + " · "
+        # rank and world size come from the file (distributedInfo): text, never markup
+        where = "" if rank is None else (f"rank {html_text(rank)}"
+                                         + (f" of {html_text(world)}" if world else "") + " · ")
         text = where + (f"{len(trace):,} CPU events · {len(trace.gpu_start_ns):,} GPU intervals · "
                 f"{trace.duration_ns / 1e6:,.3f} ms")
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"
+        devices = trace.meta.get("device_names") or {}
+        if isinstance(devices, dict) and devices:
+            text += " · " + ", ".join(f"GPU {html_text(device)}: {html_text(name)}"
+                                      for device, name in devices.items())
+        notes = trace.meta.get("notes") or []
+        if isinstance(notes, list) and notes:  # what the recording or the file left out
+            text += "".join(f"<br><small>{html_text(note)}</small>" for note in notes)
         return text
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------
