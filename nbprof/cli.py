@@ -24,6 +24,9 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("trace", help="the trace file")
     view.add_argument("-o", "--output", required=True, help="the HTML page to write")
     view.add_argument("--title", help="the page's title")
+    view.add_argument("--max-size", type=_size, default=None, metavar="SIZE",
+                      help="read at most this much uncompressed trace data (default 8G; "
+                           "suffixes K, M, G, T)")
     run = commands.add_parser("run", help="profile a Python script and write its timeline page")
     run.add_argument("script", help="the Python script to run")
     run.add_argument("-o", "--output", required=True, help="the HTML page to write")
@@ -41,10 +44,28 @@ def _split_script_args(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+def _size(text: str) -> int:
+    """A byte count from "8G", "512M", "100000" (argparse type)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    number, unit = text.strip().upper().rstrip("IB"), ""
+    if number[-1:] in units:
+        number, unit = number[:-1], number[-1]
+    try:
+        size = int(float(number) * units[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 16G, 512M)") from None
+    if size <= 0:
+        raise argparse.ArgumentTypeError(f"the size must be positive, not {text!r}")
+    return size
+
+
 def _view(options) -> int:
     from . import load, save_html
+    from .chrome import DEFAULT_MAX_BYTES
 
-    trace = load(options.trace)
+    trace = load(options.trace, max_bytes=options.max_size or DEFAULT_MAX_BYTES)
+    for note in trace.meta.get("notes") or ():  # what was repaired or left out, said once
+        print(f"nbprof: note: {note}", file=sys.stderr)
     path = save_html(trace, options.output, title=options.title or f"nbprof: {options.trace}")
     print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
           "intervals)")

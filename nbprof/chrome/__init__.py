@@ -58,6 +58,7 @@ def _load(path: pathlib.Path, max_bytes: int) -> Trace:
     counters = counter_events(events, rows["C"])
     skipped = len(events) - sum(map(len, rows.values()))
     loader = NbprofLoad(block, slices) if block else KinetoLoad(data, slices, metadata)
+    loader.path = path
     loader.notes += notes
     if block_problem:
         loader.notes.append(block_problem)

@@ -41,6 +41,11 @@ def check_chrome_trace(data_or_path) -> list[str]:
     if not timed:
         return report.problems()
     origin = min(event["ts"] for _index, event in timed)
+    last = max(event["ts"] + (event["dur"] if event.get("ph") == "X" else 0)
+               for _index, event in timed)
+    if last - origin > MAX_TIME_US:
+        report.add("numbers", f"the events span {last - origin:.3g} µs, more than "
+                              f"{MAX_TIME_US:.3g} µs (146 years): some ts are wrong")
     slices, points = defaultdict(list), []
     for index, event in timed:
         lane = (event.get("pid"), event.get("tid"))

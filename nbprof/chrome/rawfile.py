@@ -48,15 +48,16 @@ def read_file_bytes(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES) -> b
                                f"traces: .json or .json.gz)") from None
     except OSError as error:
         raise TraceFormatError(f"{path}: cannot read it ({error.strerror})") from error
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
+                "a pipe" if stat.S_ISFIFO(info.st_mode) else
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        raise TraceFormatError(f"{path}: is {kind}, not a trace file; nbprof reads regular "
+                               f".json or .json.gz files (save the stream to a file first)")
     with os.fdopen(fd, "rb") as stream:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
-                    "a pipe" if stat.S_ISFIFO(info.st_mode) else
-                    "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
-                    "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
-            raise TraceFormatError(f"{path}: is {kind}, not a trace file; nbprof reads regular "
-                                   f".json or .json.gz files (save the stream to a file first)")
         try:
             head = stream.read(2)
             if head == GZIP_MAGIC:
@@ -64,7 +65,9 @@ def read_file_bytes(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES) -> b
             else:
                 if info.st_size > max_bytes:
                     raise TraceFormatError(_too_big(path, info.st_size, max_bytes))
-                raw = head + stream.read()
+                raw = head + stream.read(max_bytes - len(head) + 1)  # it may be growing
+                if len(raw) > max_bytes:
+                    raise TraceFormatError(_too_big(path, len(raw), max_bytes))
         except OSError as error:
             raise TraceFormatError(f"{path}: cannot read it ({error.strerror})") from error
     if raw[:3] == UTF8_BOM:  # Windows tools write one; JSON forbids it, readers skip it
@@ -117,7 +120,8 @@ def _gunzip(stream, head: bytes, path, max_bytes: int) -> bytes:
 def _check_start(raw: bytes, path) -> None:
     """Refuse at once what cannot be a trace: empty, whitespace only, or not starting like
     a JSON object or list."""
-    head = raw[:MAX_LEADING_WHITESPACE + 1].lstrip()
+    skip = len(UTF8_BOM) if raw[:3] == UTF8_BOM else 0
+    head = raw[skip:MAX_LEADING_WHITESPACE + 1].lstrip()
     if head[:1] in (b"{", b"["):
         return
     if not head:

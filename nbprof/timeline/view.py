@@ -11,6 +11,7 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
 
 from ..events import Trace
+from .counters import extra_rows
 from .data import encode_events
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, PALETTES, ROW_PX, SELECTION_COLOR, main_plot,
                       overview_plot)
@@ -100,7 +101,8 @@ class Timeline:
 
         self.plot, self.overview = plot, overview
         self.note = Div(text=self._note_html(), name="nbprof_note")
-        self.layout = column(self.note, plot, overview, name="nbprof_timeline", **(
+        above, below = extra_rows(trace, plot, size)  # notes; counters and instants
+        self.layout = column(self.note, *above, plot, *below, overview, name="nbprof_timeline", **(
             {"sizing_mode": "stretch_width"} if not width else {}))
         document = Document()
         document.add_root(self.layout)
