@@ -22,7 +22,7 @@ DEFAULT_MAX_BYTES = 8 << 30
 # Leading whitespace tolerated before the first '{' or '[': past this the file is no trace
 # (a gzip of gigabytes of spaces took 70 s and 8.5 GB before it was refused).
 MAX_LEADING_WHITESPACE = 1 << 20
-_READ_CHUNK = 1 << 24
+_READ_CHUNK = 1 << 22  # compressed bytes read at a time
 
 
 class TraceFormatError(ValueError):
@@ -91,7 +91,9 @@ def _gunzip(stream, head: bytes, path, max_bytes: int) -> bytes:
     checked = False
     try:
         while pending:
-            piece = decompressor.decompress(pending, max_bytes + 1 - total)
+            # First only as much as shows whether this is JSON; then the rest in one call.
+            limit = MAX_LEADING_WHITESPACE + 1 - total if not checked else max_bytes + 1 - total
+            piece = decompressor.decompress(pending, max(limit, 1))
             total += len(piece)
             pieces.append(piece)
             if total > max_bytes:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -242,8 +243,16 @@ def test_a_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
 
 
 def test_gzip_of_whitespace_stops_after_a_megabyte(tmp_path):
+    # 64 MiB of spaces in 64 KiB of gzip: refused after its first MiB, not decompressed whole
+    # (a 4 GiB one took 8.5 GB and 70 s). Python's own allocations are counted: bytes only.
     path = write(tmp_path, gzip.compress(b" " * (64 << 20), 1), "spaces.json.gz")
-    refused(path, "whitespace")
+    tracemalloc.start()
+    try:
+        refused(path, "MiB of whitespace")
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
 
 
 def test_the_size_cap_stops_a_big_file_and_can_be_raised(tmp_path):
