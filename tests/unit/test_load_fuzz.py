@@ -1,7 +1,8 @@
 """Fuzzing nbprof.load (issue 7): a few hundred deterministic mutations of the real traces in
 ../shared/traces (truncations, byte flips, field swaps, type changes, phase changes, damaged
 nbprof blocks, gzip damage) each end in a Trace or a TraceFormatError, never another exception
-or a hang; and whatever loads also summarises, exports and loads back.
+or a hang; whatever loads also summarises, exports and loads back; and check_chrome_trace
+reports on each without raising.
 
 Time per case is bounded by construction: the documents are small (the small real traces, and
 the first events of the larger ones), so one case parses in milliseconds; an interval timer
@@ -17,6 +18,7 @@ import pytest
 
 import nbprof
 from nbprof.chrome import TraceFormatError, chrome_trace_bytes
+from nbprof.chrome.check import check_chrome_trace
 
 SEED = 20261202
 CASES_PER_KIND = 50  # 8 kinds: 400 cases
@@ -190,6 +192,8 @@ def test_every_mutation_loads_or_fails_clearly(documents, tmp_path):
 
 
 def _outcome(path) -> str:
+    problems = check_chrome_trace(path)  # the checker reports, never raises
+    assert isinstance(problems, list) and all(isinstance(p, str) for p in problems)
     try:
         trace = nbprof.load(path)
     except TraceFormatError as error:
