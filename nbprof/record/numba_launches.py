@@ -42,21 +42,51 @@ NOTE_UNTIMED = "{count} numba launches could not be timed on the GPU ({error}): 
 NAME_PREFIX = "numba::"
 COMPILE_PREFIX = "numba::compile "
 CATEGORY = "numba"
+LAUNCH_FIELDS = 13
 _EVENT_CHUNK = 128  # CUDA events are created in chunks: creating one costs more than a launch
 _IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-")
 
 
-def _argument_signature(value) -> str:
-    """``float32[1024]`` / ``float32[64, 64]`` for arrays (numpy, numba device arrays, torch
-    tensors through __cuda_array_interface__), the type name otherwise."""
-    shape = getattr(value, "shape", None)
-    dtype = getattr(value, "dtype", None)
-    if shape is None or dtype is None:
-        return type(value).__name__
+def _raw_argument(value):
+    """(shape, dtype) of an array argument (numpy, numba device arrays, torch tensors through
+    __cuda_array_interface__), else its type: read per launch, formatted only at the end
+    (``str(dtype)`` alone costs ~10 us on numpy 2)."""
+    try:
+        return value.shape, value.dtype
+    except AttributeError:
+        return type(value)
+
+
+def argument_signature(raw) -> str:
+    """``float32[1024]`` / ``float32[64, 64]`` for an array, ``float32`` for a numpy scalar,
+    the type's name otherwise."""
+    if isinstance(raw, type):
+        return raw.__name__
+    shape, dtype = raw
     dtype_name = str(dtype).removeprefix("torch.")
     if not len(shape):  # a numpy scalar (np.float32(2.0)) or a 0-d array
         return dtype_name
     return f"{dtype_name}[{', '.join(str(int(size)) for size in shape)}]"
+
+
+def _numba_cuda_config_and_events():
+    """numba-cuda's config and event module and the event its compiler lock sends; the CUDA
+    target built into numba before numba-cuda (no ``numba.cuda.core``) uses numba's own."""
+    try:
+        from numba.cuda.core import config, event
+        return config, event, "numba-cuda:compiler_lock"
+    except ImportError:
+        from numba.core import config, event
+        return config, event, "numba:compiler_lock"
+
+
+def _stream_handle(stream) -> int:
+    """A launch's stream as an integer handle (0: the default stream). numba-cuda hands a
+    cuda.core Stream; the built-in target a numba Stream (ctypes handle) or 0."""
+    if not stream:
+        return 0
+    handle = getattr(stream, "handle", 0)
+    return int(getattr(handle, "value", handle) or 0)
 
 
 def _dim3(dims) -> tuple:
@@ -88,27 +118,45 @@ class NumbaLaunchRecorder:
         self.want_gpu = gpu
         self.no_gpu_reason = no_gpu_reason
         self.notes: list[str] = []
-        self.launches: list = []  # one tuple per launch, see _launch_row
+        # The launches, LAUNCH_FIELDS values each, in one flat list, and their argument
+        # signatures interned: a tuple kept per launch would be one more object for every
+        # garbage collection to walk (it cost ~8 us per launch at 100k launches).
+        self._launch_fields: list = []
+        self._signature_ids: dict = {}
         self.compiles: list = []  # (tid, start_ns, end_ns, qualname)
         self.simulator = False
         self._restore = None  # (owner class, attribute name, original) while installed
         self._listener = None
         self._local = threading.local()
+        self._events = self._lock_event = None  # numba's event module, the lock's event kind
         self._gpu = None  # (cuda module, event pool, anchor event, anchor CPU ns) when timing
         self._stream_numbers: dict[int, int] = {}
         self.device = 0  # the device numba's context is on (the anchor's)
         self._untimed = 0
         self._untimed_error = None
 
+    @property
+    def launches(self) -> list:
+        """One tuple per launch: (tid, start_ns, end_ns, qualname, grid, block, stream handle,
+        shared memory, argument signature, filename, line, CUDA event pair or None, error)."""
+        fields = self._launch_fields
+        signatures = list(self._signature_ids)
+        rows = [tuple(fields[at:at + LAUNCH_FIELDS]) for at in range(0, len(fields), LAUNCH_FIELDS)]
+        return [row[:8] + (signatures[row[8]],) + row[9:] for row in rows]
+
+    def clear(self) -> None:
+        self._launch_fields.clear()
+        self._signature_ids.clear()
+
     # -- switching ----------------------------------------------------------------------------
 
     def start(self) -> None:
         try:
             from numba import cuda
-            from numba.cuda.core import config
         except ImportError as error:
             self.notes.append(NOTE_NO_NUMBA.format(error=error))
             return
+        config, self._events, self._lock_event = _numba_cuda_config_and_events()
         self.simulator = bool(config.ENABLE_CUDASIM)
         if self.simulator:
             from numba.cuda.simulator import kernel as simulator_kernel
@@ -133,15 +181,14 @@ class NumbaLaunchRecorder:
                 self._restore = None
         finally:
             if self._listener is not None:
-                from numba.cuda.core import event
-
-                event.unregister("numba-cuda:compiler_lock", self._listener)
+                self._events.unregister(self._lock_event, self._listener)
                 self._listener = None
-        if self._gpu is not None and self.launches:
+        if self._gpu is not None and self._launch_fields:
             try:
                 self._gpu[0].synchronize()  # every event must have completed to be read
             except Exception as error:  # noqa: BLE001  (a broken context: say so, lose nothing)
-                self.notes.append(NOTE_UNTIMED.format(count=len(self.launches), error=error))
+                self.notes.append(NOTE_UNTIMED.format(count=len(self._launch_fields) // LAUNCH_FIELDS,
+                                                        error=error))
                 self._gpu = None
 
     def _start_gpu_timing(self, cuda) -> None:
@@ -163,7 +210,8 @@ class NumbaLaunchRecorder:
     # -- the launch paths (hot: keep them short) ------------------------------------------------
 
     def _launch_wrapper(self, original):
-        launches, local, gpu = self.launches, self._local, self._gpu
+        launches, local, gpu = self._launch_fields, self._local, self._gpu
+        signature_ids = self._signature_ids
         pair = gpu[1].pair if gpu else None
 
         def __call__(launch_config, *args):  # noqa: N807  (it replaces numba's __call__)
@@ -186,16 +234,21 @@ class NumbaLaunchRecorder:
                     events[1].record(stream)
                 end_ns = time_ns()
                 local.launch = None
-                launches.append((
-                    threading.get_native_id(), start_ns, end_ns, qualname,
-                    launch_config.griddim, launch_config.blockdim, int(stream.handle or 0),
-                    launch_config.sharedmem, tuple(map(_argument_signature, args)),
+                try:
+                    tid = local.tid
+                except AttributeError:  # the thread's first launch: get_native_id is a syscall
+                    tid = local.tid = threading.get_native_id()
+                signature = tuple(map(_raw_argument, args))
+                launches.extend((
+                    tid, start_ns, end_ns, qualname,
+                    launch_config.griddim, launch_config.blockdim, _stream_handle(stream),
+                    launch_config.sharedmem, signature_ids.setdefault(signature, len(signature_ids)),
                     caller.f_code.co_filename, caller.f_lineno, events, error))
 
         return __call__
 
     def _simulator_wrapper(self, original, simulator_kernel):
-        launches = self.launches
+        launches, signature_ids = self._launch_fields, self._signature_ids
 
         def __call__(kernel, *args):  # noqa: N807  (it replaces FakeCUDAKernel.__call__)
             if kernel._device or simulator_kernel._kernel_context is not None:
@@ -210,20 +263,19 @@ class NumbaLaunchRecorder:
                 raise
             finally:
                 end_ns = time_ns()
-                launches.append((
+                signature = tuple(map(_raw_argument, args))
+                launches.extend((
                     threading.get_native_id(), start_ns, end_ns, kernel.fn.__qualname__,
                     kernel.grid_dim, kernel.block_dim, int(kernel.stream or 0),
-                    kernel.dynshared_size, tuple(map(_argument_signature, args)),
+                    kernel.dynshared_size, signature_ids.setdefault(signature, len(signature_ids)),
                     caller.f_code.co_filename, caller.f_lineno, None, error))
 
         return __call__
 
     def _listen_for_compiles(self) -> None:
-        from numba.cuda.core import event
+        recorder, in_launches_only = self, self._lock_event == "numba:compiler_lock"
 
-        recorder = self
-
-        class CompileListener(event.Listener):
+        class CompileListener(self._events.Listener):
             # numba-cuda's compiler lock is reentrant and reports every acquisition: only the
             # outermost one on a thread is the compilation.
             def on_start(self, _event):
@@ -241,12 +293,14 @@ class NumbaLaunchRecorder:
                 launch = getattr(local, "launch", None)
                 if launch is not None and launch[1]:
                     launch[1][0].record(launch[2])  # the kernel starts after its compilation
+                if launch is None and in_launches_only:
+                    return  # numba's own lock is also every @njit compilation's
                 qualname = launch[0] if launch is not None else "(not launched)"
                 recorder.compiles.append((threading.get_native_id(), local.compile_start_ns,
                                           time_ns(), qualname))
 
         self._listener = CompileListener()
-        event.register("numba-cuda:compiler_lock", self._listener)
+        self._events.register(self._lock_event, self._listener)
 
     # -- into the Trace ---------------------------------------------------------------------------
 
@@ -255,7 +309,7 @@ class NumbaLaunchRecorder:
         launch, and this recorder's notes."""
         meta = dict(trace.meta)
         meta["notes"] = list(meta.get("notes", []))
-        if not self.launches and not self.compiles:
+        if not self._launch_fields and not self.compiles:
             meta["notes"] += self.notes
             trace.meta = meta
             return trace
@@ -280,7 +334,7 @@ class NumbaLaunchRecorder:
         args = {"grid": str(_dim3(grid)), "block": str(_dim3(block)),
                 "stream": "default" if stream_handle == 0 else hex(stream_handle),
                 "shared memory (bytes)": int(sharedmem or 0),
-                "arguments": ", ".join(arg_sigs), "launched at": source_location(filename, lineno)}
+                "arguments": ", ".join(map(argument_signature, arg_sigs)), "launched at": source_location(filename, lineno)}
         if error:
             args["raised"] = error
         row = rows.cpu(tid, start_ns - base_ns, end_ns - base_ns, name, args)
