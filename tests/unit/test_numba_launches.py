@@ -228,3 +228,43 @@ def test_a_launch_in_an_ipython_cell_names_the_cell_and_line():
     assert shell.run_cell(cell, store_history=True).success
     (launch,) = numba_events(shell.user_ns["numba_cell_prof"].trace)
     assert launch.args["launched at"] == f"cell [{number}], line 5"
+
+
+REAL_MODE = """
+import numpy as np, nbprof
+from numba import cuda
+from numba.cuda import dispatcher
+
+@cuda.jit
+def real_kernel(x):
+    pass
+
+before = dispatcher._LaunchConfiguration.__dict__["__call__"]
+with nbprof.profile() as prof:
+    try:
+        real_kernel[2, 32](np.ones(64))  # line 13: compiles, then fails at the driver (no GPU)
+    except Exception as error:
+        raised = type(error).__name__
+assert dispatcher._LaunchConfiguration.__dict__["__call__"] is before
+(launch,) = [e for e in prof.trace.events if e.name == "numba::real_kernel"]
+(compiling,) = [e for e in prof.trace.events if e.name == "numba::compile real_kernel"]
+assert compiling.parent == launch.id, (compiling, launch)
+assert launch.args["raised"] == raised, launch.args
+assert (launch.args["grid"], launch.args["block"]) == ("(2, 1, 1)", "(32, 1, 1)"), launch.args
+assert launch.args["arguments"] == "float64[64]" and launch.args["stream"] == "default"
+assert launch.args["launched at"] == "<string>:13", launch.args
+assert any("CPU slices only" in note for note in prof.trace.meta["notes"])
+print("ok")
+"""
+
+
+def test_real_mode_launch_path_without_a_gpu():
+    """numba's real launch path (not the simulator) runs here up to the CUDA driver: the wrapper
+    on _LaunchConfiguration.__call__ records the launch and numba-cuda's compilation, and
+    restores numba's own object."""
+    env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", REAL_MODE], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
