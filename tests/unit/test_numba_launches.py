@@ -268,3 +268,20 @@ def test_real_mode_launch_path_without_a_gpu():
                           text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_nbprof_run_records_a_scripts_kernels_and_exports_them(tmp_path):
+    from kernels import numba_kernels as module
+
+    page, exported = tmp_path / "run.html", tmp_path / "run.json.gz"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    done = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", module.__file__, "-o",
+                           str(page), "--trace", str(exported)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    loaded = nbprof.load(exported)
+    names = {loaded.names[i] for i in loaded.name_id}
+    assert {f"numba::{name}" for name in EXPECTED} <= names
+    (matmul,) = numba_events(loaded, "numba::tiled_matmul")
+    assert matmul.args["grid"] == "(2, 2, 1)"
+    assert matmul.args["launched at"] == launch_line(module.run_matmul, "tiled_matmul")
