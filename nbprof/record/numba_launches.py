@@ -42,7 +42,7 @@ NOTE_UNTIMED = "{count} numba launches could not be timed on the GPU ({error}): 
 NAME_PREFIX = "numba::"
 COMPILE_PREFIX = "numba::compile "
 CATEGORY = "numba"
-LAUNCH_FIELDS = 13
+LAUNCH_FIELDS = 14
 _EVENT_CHUNK = 128  # CUDA events are created in chunks: creating one costs more than a launch
 _IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-")
 
@@ -139,7 +139,7 @@ class NumbaLaunchRecorder:
     def launches(self) -> list:
         """One tuple per launch: (tid, start_ns, end_ns, qualname, grid, block, stream handle,
         shared memory, argument signature, the caller's code object and its f_lasti, CUDA
-        event pair or None, error)."""
+        event pair or None, error, numba's dispatcher or None under the simulator)."""
         fields = self._launch_fields
         signatures = list(self._signature_ids)
         rows = [tuple(fields[at:at + LAUNCH_FIELDS]) for at in range(0, len(fields), LAUNCH_FIELDS)]
@@ -218,7 +218,8 @@ class NumbaLaunchRecorder:
         def __call__(launch_config, *args):  # noqa: N807  (it replaces numba's __call__)
             caller = sys._getframe(1)
             stream = launch_config.stream
-            qualname = launch_config.dispatcher.py_func.__qualname__
+            dispatcher = launch_config.dispatcher
+            qualname = dispatcher.py_func.__qualname__
             events = pair() if pair else None
             local.launch = (qualname, events, stream)
             start_ns = time_ns()
@@ -244,7 +245,7 @@ class NumbaLaunchRecorder:
                     tid, start_ns, end_ns, qualname,
                     launch_config.griddim, launch_config.blockdim, _stream_handle(stream),
                     launch_config.sharedmem, signature_ids.setdefault(signature, len(signature_ids)),
-                    caller.f_code, caller.f_lasti, events, error))
+                    caller.f_code, caller.f_lasti, events, error, dispatcher))
 
         return __call__
 
@@ -269,7 +270,7 @@ class NumbaLaunchRecorder:
                     threading.get_native_id(), start_ns, end_ns, kernel.fn.__qualname__,
                     kernel.grid_dim, kernel.block_dim, int(kernel.stream or 0),
                     kernel.dynshared_size, signature_ids.setdefault(signature, len(signature_ids)),
-                    caller.f_code, caller.f_lasti, None, error))
+                    caller.f_code, caller.f_lasti, None, error, None))
 
         return __call__
 
@@ -329,7 +330,7 @@ class NumbaLaunchRecorder:
 
     def _add_launch(self, rows: "_NewRows", launch, base_ns: int) -> None:
         (tid, start_ns, end_ns, qualname, grid, block, stream_handle, sharedmem, arg_sigs,
-         code, instruction, events, error) = launch
+         code, instruction, events, error, dispatcher) = launch
         name = NAME_PREFIX + qualname
         stream = self._stream_number(stream_handle)
         args = {"grid": str(_dim3(grid)), "block": str(_dim3(block)),
@@ -338,6 +339,9 @@ class NumbaLaunchRecorder:
                 "arguments": ", ".join(map(argument_signature, arg_sigs)), "launched at": source_location(code.co_filename, line_of(code, instruction))}
         if error:
             args["raised"] = error
+        entry_names = _entry_names(dispatcher)
+        if entry_names:  # what a CUPTI kernel record is named: maps it back to this launch
+            args["entry names"] = entry_names
         row = rows.cpu(tid, start_ns - base_ns, end_ns - base_ns, name, args)
         if self.simulator:
             rows.gpu(start_ns - base_ns, end_ns - base_ns, name, stream, row,
@@ -368,6 +372,14 @@ class NumbaLaunchRecorder:
         if handle == 0:
             return 0
         return self._stream_numbers.setdefault(handle, len(self._stream_numbers) + 1)
+
+
+def _entry_names(dispatcher) -> str:
+    """The mangled entry names of a real-mode kernel's compiled signatures (none in the
+    simulator, nor when compilation failed)."""
+    overloads = getattr(dispatcher, "overloads", None) or {}
+    return ", ".join(sorted({str(getattr(kernel, "entry_name", "")) for kernel in
+                             overloads.values()} - {""}))
 
 
 def line_of(code, instruction: int):

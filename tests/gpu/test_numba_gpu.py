@@ -122,3 +122,4 @@ def test_the_first_launch_shows_its_compilation(kernels):
     # the GPU interval is the kernel's, not the JIT's
     assert launch.kernels[0].interval.elapsed_ns() < compiles[0].cpu_interval.elapsed_ns()
     assert np.array_equal(out.copy_to_host()[:4], [0, 1, 2, 3])
+    assert "fresh_kernel" in launch.args["entry names"]  # the mangled name CUPTI would report
