@@ -117,7 +117,8 @@ class NumbaLaunchRecorder:
     def __init__(self, *, gpu: bool, no_gpu_reason: str = "no GPU"):
         self.want_gpu = gpu
         self.no_gpu_reason = no_gpu_reason
-        self.notes: list[str] = []
+        self.notes: list[str] = []  # for every trace (why nothing could be recorded)
+        self._launch_notes: list[str] = []  # for a trace with numba launches in it
         # The launches, LAUNCH_FIELDS values each, in one flat list, and their argument
         # signatures interned: a tuple kept per launch would be one more object for every
         # garbage collection to walk (it cost ~8 us per launch at 100k launches).
@@ -163,7 +164,7 @@ class NumbaLaunchRecorder:
             from numba.cuda.simulator import kernel as simulator_kernel
             owner, wrapper = simulator_kernel.FakeCUDAKernel, self._simulator_wrapper(
                 simulator_kernel.FakeCUDAKernel.__call__, simulator_kernel)
-            self.notes.append(NOTE_SIMULATED)
+            self._launch_notes.append(NOTE_SIMULATED)
         else:
             from numba.cuda import dispatcher
             owner = dispatcher._LaunchConfiguration
@@ -188,14 +189,14 @@ class NumbaLaunchRecorder:
             try:
                 self._gpu[0].synchronize()  # every event must have completed to be read
             except Exception as error:  # noqa: BLE001  (a broken context: say so, lose nothing)
-                self.notes.append(NOTE_UNTIMED.format(count=len(self._launch_fields) // LAUNCH_FIELDS,
-                                                        error=error))
+                count = len(self._launch_fields) // LAUNCH_FIELDS
+                self.notes.append(NOTE_UNTIMED.format(count=count, error=error))
                 self._gpu = None
 
     def _start_gpu_timing(self, cuda) -> None:
         if not self.want_gpu or not cuda.is_available():
             why = self.no_gpu_reason if not self.want_gpu else "numba.cuda sees no GPU"
-            self.notes.append(NOTE_NO_GPU_TIMES.format(why=why))
+            self._launch_notes.append(NOTE_NO_GPU_TIMES.format(why=why))
             return
         pool = _EventPool(cuda)
         pool.fill()  # the first chunk now, not in the first launch
@@ -244,7 +245,8 @@ class NumbaLaunchRecorder:
                 launches.extend((
                     tid, start_ns, end_ns, qualname,
                     launch_config.griddim, launch_config.blockdim, _stream_handle(stream),
-                    launch_config.sharedmem, signature_ids.setdefault(signature, len(signature_ids)),
+                    launch_config.sharedmem,
+                    signature_ids.setdefault(signature, len(signature_ids)),
                     caller.f_code, caller.f_lasti, events, error, dispatcher))
 
         return __call__
@@ -289,8 +291,11 @@ class NumbaLaunchRecorder:
 
             def on_end(self, _event):
                 local = recorder._local
-                local.compile_depth -= 1
-                if local.compile_depth:
+                depth = getattr(local, "compile_depth", 0)
+                if depth == 0:  # the lock was taken before the profile started listening
+                    return
+                local.compile_depth = depth - 1
+                if depth > 1:
                     return
                 launch = getattr(local, "launch", None)
                 if launch is not None and launch[1]:
@@ -307,8 +312,8 @@ class NumbaLaunchRecorder:
     # -- into the Trace ---------------------------------------------------------------------------
 
     def add_to(self, trace: Trace, known_names: dict | None = None) -> Trace:
-        """``trace`` with a CPU event per launch and compilation, a GPU interval per timed
-        launch, and this recorder's notes."""
+        """``trace`` (the one the profile just built: its meta is replaced) with a CPU event per
+        launch and compilation, a GPU interval per timed launch, and this recorder's notes."""
         meta = dict(trace.meta)
         meta["notes"] = list(meta.get("notes", []))
         if not self._launch_fields and not self.compiles:
@@ -322,7 +327,7 @@ class NumbaLaunchRecorder:
         for tid, start_ns, end_ns, qualname in self.compiles:
             rows.cpu(tid, start_ns - base, end_ns - base, COMPILE_PREFIX + qualname,
                      {"what": "numba.cuda JIT compilation (first launch of a signature)"})
-        meta["notes"] += self.notes
+        meta["notes"] += self.notes + self._launch_notes
         if self._untimed:
             meta["notes"].append(NOTE_UNTIMED.format(count=self._untimed,
                                                      error=self._untimed_error))
@@ -336,7 +341,8 @@ class NumbaLaunchRecorder:
         args = {"grid": str(_dim3(grid)), "block": str(_dim3(block)),
                 "stream": "default" if stream_handle == 0 else hex(stream_handle),
                 "shared memory (bytes)": int(sharedmem or 0),
-                "arguments": ", ".join(map(argument_signature, arg_sigs)), "launched at": source_location(code.co_filename, line_of(code, instruction))}
+                "arguments": ", ".join(map(argument_signature, arg_sigs)),
+                "launched at": source_location(code.co_filename, line_of(code, instruction))}
         if error:
             args["raised"] = error
         entry_names = _entry_names(dispatcher)

@@ -187,6 +187,7 @@ def test_launches_outside_a_profile_are_not_recorded():
         pass
     numba_kernels.run_saxpy()
     assert not numba_events(prof.trace)
+    assert not any("numba" in note for note in prof.trace.meta["notes"])  # no numba, no notes
 
 
 def test_source_location_of_a_plain_file():
