@@ -23,7 +23,7 @@ __all__ = ["TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict", "expor
            "load"]
 
 
-def load(path) -> Trace:
+def load(path, *, align: bool = True) -> Trace:
     """A Trace from a Chrome trace file (``.json`` or ``.json.gz``, gzip recognised by its
     bytes): nbprof's own exports and torch.profiler / Kineto traces. Raises
     :class:`TraceFormatError` (naming the file, and the first bad event) for what it cannot
@@ -32,7 +32,19 @@ def load(path) -> Trace:
     From a Kineto file, every CPU-side X slice becomes an event and every GPU slice a kernel;
     a kernel's ``launch_id`` is the op around its cudaLaunchKernel call (not the runtime call
     itself), so ``FunctionEvent.kernels`` and ``key_averages()``' CUDA totals sit on aten ops,
-    as in torch's own summaries. The loader module says how each link is found."""
+    as in torch's own summaries. The loader module says how each link is found.
+
+    A list of paths, a folder or a glob loads every file as one rank of a job and merges them
+    (:mod:`nbprof.ranks`: lanes by rank, clocks aligned unless ``align=False``); a ``.parquet``
+    file is one written by ``trace.to_parquet`` (:mod:`nbprof.columnar`)."""
+    from .. import ranks
+
+    if ranks.is_many(path):
+        return ranks.load_many(path, load, align=align)
+    if str(path).endswith(".parquet"):
+        from ..columnar import read_parquet
+
+        return read_parquet(path)
     with paused_gc():
         return _load(pathlib.Path(path))
 
