@@ -40,6 +40,9 @@ _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 STEP_PATTERN = r"^ProfilerStep#\d+$"
 _STEP = re.compile(STEP_PATTERN)
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet")
+# How closely the ends of one collective agree across ranks once aligned: the width of the band
+# of end differences that alignment looks for (NCCL ranks leave a collective within microseconds).
+ALIGN_WINDOW_NS = 1_000_000
 
 
 # -- recording side -------------------------------------------------------------------------------
@@ -167,10 +170,16 @@ def collective_ends(trace: Trace) -> dict:
     return out
 
 
-def collective_offset(reference: dict, other: dict, other_shift_ns: int) -> tuple[int, int]:
+def collective_offset(reference: dict, other: dict, other_shift_ns: int,
+                      window_ns: int = ALIGN_WINDOW_NS) -> tuple[int, int]:
     """(ns to add to ``other``'s shift so its collectives end with ``reference``'s, how many
-    collectives were matched). ``reference`` is already on the merged clock; ``other`` gets
-    ``other_shift_ns`` first."""
+    collectives that rests on). ``reference`` is already on the merged clock; ``other`` gets
+    ``other_shift_ns`` first.
+
+    Collectives are matched by name and order. A rank's profile may have missed some (sampled
+    traces, a window that started late), which puts later pairs out of step, so the offset is not
+    the plain median of the differences but the median of the densest cluster of them: the
+    ``window_ns`` wide band that holds the most differences."""
     differences = []
     for name, ends in other.items():
         if name in reference:
@@ -178,8 +187,12 @@ def collective_offset(reference: dict, other: dict, other_shift_ns: int) -> tupl
             differences.append(reference[name][:count] - (ends[:count] + other_shift_ns))
     if not differences:
         return 0, 0
-    differences = np.concatenate(differences)
-    return int(np.median(differences)), len(differences)
+    differences = np.sort(np.concatenate(differences))
+    in_band = np.searchsorted(differences, differences + window_ns, side="right") - \
+        np.arange(len(differences))
+    first = int(np.argmax(in_band))
+    cluster = differences[first:first + int(in_band[first])]
+    return int(np.median(cluster)), len(cluster)
 
 
 def clock_shifts(traces: list[Trace], align: bool = True) -> tuple[int, list[dict]]:
