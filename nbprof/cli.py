@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument("--title", help="the page's title")
     run = commands.add_parser("run", help="profile a Python script and write its timeline page")
     run.add_argument("script", help="the Python script to run")
-    run.add_argument("-o", "--output", required=True, help="the HTML page to write")
+    run.add_argument("-o", "--output", required=True, help="the HTML page to write ({rank} "
+                                                            "becomes the process's rank)")
     run.add_argument("--trace", help="also write the trace (Chrome JSON, .json.gz compresses; "
                                      ".parquet; {rank} becomes the process's rank)")
     run.add_argument("--table", action="store_true", help="print the per-op summary table")
@@ -100,13 +101,15 @@ def _run(options, script_args: list[str]) -> int:
     trace = prof.trace
     if trace is None:  # the profiler never started (interrupted while starting): nothing to show
         return exit_code or 1
-    path = save_html(trace, options.output, title=options.title or f"nbprof: {script.name}")
+    from .ranks import expand_rank
+
+    path = save_html(trace, expand_rank(options.output, trace.meta),
+                     title=options.title or f"nbprof: {script.name}")
     print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
           "intervals)")
     if options.trace:
-        from .ranks import expand_rank
-
         written = expand_rank(options.trace, trace.meta)
+        pathlib.Path(written).parent.mkdir(parents=True, exist_ok=True)  # out/ of many ranks
         if written.endswith(".parquet"):
             trace.to_parquet(written)
         else:

@@ -37,6 +37,17 @@ _GPU_COLUMNS = {"device": ("gpu_device", np.int16), "stream": ("gpu_stream", np.
                 "launch": ("gpu_launch", np.int32), "gpu_kind": ("gpu_kind", np.uint8)}
 
 
+def require(module: str):
+    """``module`` imported, or an ImportError that says how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(f"{module} is needed for Parquet files and `nbprof ranks`: "
+                          "pip install 'nbprof[columnar]'") from error
+
+
 class ColumnarFormatError(ValueError):
     """A Parquet file that is not one of nbprof's (or is damaged)."""
 
@@ -133,7 +144,7 @@ def _args_text(args) -> bytes:
 
 def to_arrow(trace: Trace):
     """The trace as one pyarrow Table (see the module's docstring for its columns and metadata)."""
-    import pyarrow as pa
+    pa = require("pyarrow")
 
     from .ranks import event_ranks, gpu_ranks
 
@@ -185,7 +196,7 @@ def atomic_write(path, write) -> pathlib.Path:
 
 def write_parquet(trace: Trace, path, compression: str = "zstd") -> str:
     """``trace`` as one Parquet file at ``path``, written atomically."""
-    import pyarrow.parquet as pq
+    pq = require("pyarrow.parquet")
 
     table = to_arrow(trace)
     atomic_write(path, lambda temporary: pq.write_table(
@@ -199,7 +210,7 @@ def write_parquet(trace: Trace, path, compression: str = "zstd") -> str:
 
 def read_header(path) -> dict:
     """The nbprof block of a Parquet file's metadata; ColumnarFormatError if it has none."""
-    import pyarrow.parquet as pq
+    pq = require("pyarrow.parquet")
 
     try:
         metadata = pq.read_schema(path).metadata or {}
@@ -228,7 +239,7 @@ def _sparse(column, lo: int, hi: int, decode) -> LazyRows:
 
 def read_parquet(path) -> Trace:
     """The Trace that ``write_parquet`` wrote, exactly."""
-    import pyarrow.parquet as pq
+    pq = require("pyarrow.parquet")
 
     header = read_header(path)
     n, k = int(header["events"]), int(header["gpu_intervals"])

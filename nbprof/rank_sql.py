@@ -57,7 +57,9 @@ WHERE NOT gpu AND regexp_matches(name, $step) GROUP BY rank
 
 
 def _connect(memory_limit: str, threads: int | None):
-    import duckdb
+    from .columnar import require
+
+    duckdb = require("duckdb")
 
     connection = duckdb.connect(":memory:")
     connection.execute(f"SET memory_limit = '{memory_limit}'")
