@@ -120,6 +120,19 @@ class LazyRows(Mapping):
     def __contains__(self, row):
         return self._position(row) >= 0
 
+    @classmethod
+    def combined(cls, parts: list, new_rows: np.ndarray) -> "LazyRows | None":
+        """Several LazyRows as one (see nbprof.ranks.combine_sparse), values still undecoded;
+        None if they decode differently."""
+        pa = require("pyarrow")
+        decode = parts[0][0]._decode
+        if any(part._decode is not decode for part, _base in parts):
+            return None
+        rows = new_rows[np.concatenate([part._rows + base for part, base in parts])]
+        order = np.argsort(rows, kind="stable")
+        texts = pa.concat_arrays([part._texts for part, _base in parts]).take(pa.array(order))
+        return cls(rows[order], texts, decode)
+
 
 # -- writing -----------------------------------------------------------------------------------------
 

@@ -240,7 +240,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
     columns = {key: [] for key in ("start", "end", "thread", "name", "cat", "depth", "parent",
                                    "self", "gstart", "gend", "gname", "gdev", "gstream", "glaunch",
                                    "gkind")}
-    event_args, gpu_args, shapes, stacks = {}, {}, {}, {}
+    sparse = {"event_args": [], "shapes": [], "stacks": [], "gpu_args": []}  # (rows, row base)
     notes, rank_meta = [], []
     event_base = gpu_base = 0
     for trace, rank, source, shift in zip(traces, ranks, sources, shifts):
@@ -276,11 +276,9 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         columns["glaunch"].append(np.where(trace.gpu_launch >= 0, trace.gpu_launch + event_base,
                                            NO_ID))
         columns["gkind"].append(trace.gpu_kind)
-        for merged, own_rows, base in ((event_args, trace.event_args, event_base),
-                                       (shapes, trace.shapes, event_base),
-                                       (stacks, trace.stacks, event_base),
-                                       (gpu_args, trace.gpu_args, gpu_base)):
-            merged.update(zip((row + base for row in own_rows), own_rows.values()))
+        for extra, base in (("event_args", event_base), ("shapes", event_base),
+                            ("stacks", event_base), ("gpu_args", gpu_base)):
+            sparse[extra].append((getattr(trace, extra), base))
         notes += [f"rank {rank}: {note}" for note in trace.meta.get("notes") or []]
         rank_meta.append({"rank": rank, "source": source, "host": trace.meta.get("host"),
                           "pid": trace.meta.get("pid"), "backend": trace.meta.get("backend"),
@@ -292,7 +290,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
 
     cat = {key: np.concatenate(parts) if parts else np.zeros(0) for key, parts in columns.items()}
     trace = _sorted_trace(cat, names=list(name_index), threads=threads, categories=categories,
-                          event_args=event_args, gpu_args=gpu_args, shapes=shapes, stacks=stacks)
+                          **sparse)
     backends = sorted({str(t.meta.get("backend")) for t in traces})
     world = [t.meta.get("world_size") for t in traces if t.meta.get("world_size")]
     trace.meta = {
@@ -318,10 +316,6 @@ def _sorted_trace(c: dict, **tables) -> Trace:
         return np.where(column >= 0, new_id[np.clip(column, 0, None)] if len(new_id) else NO_ID,
                         NO_ID)
 
-    def remap_rows(sparse, new_rows):
-        return dict(zip(new_rows[np.fromiter(sparse, np.int64, len(sparse))].tolist(),
-                        sparse.values())) if sparse else {}
-
     return Trace(
         start_ns=c["start"][order], end_ns=c["end"][order], thread=c["thread"][order],
         name_id=c["name"][order], category=c["cat"][order], depth=c["depth"][order],
@@ -331,9 +325,27 @@ def _sorted_trace(c: dict, **tables) -> Trace:
         gpu_stream=c["gstream"][gpu_order], gpu_launch=remap_ids(c["glaunch"])[gpu_order],
         gpu_kind=c["gkind"][gpu_order], names=tables["names"], threads=tables["threads"],
         categories=tables["categories"],
-        event_args=remap_rows(tables["event_args"], new_id),
-        shapes=remap_rows(tables["shapes"], new_id), stacks=remap_rows(tables["stacks"], new_id),
-        gpu_args=remap_rows(tables["gpu_args"], new_gpu_row))
+        event_args=combine_sparse(tables["event_args"], new_id),
+        shapes=combine_sparse(tables["shapes"], new_id),
+        stacks=combine_sparse(tables["stacks"], new_id),
+        gpu_args=combine_sparse(tables["gpu_args"], new_gpu_row))
+
+
+def combine_sparse(parts: list, new_rows: np.ndarray):
+    """One row -> value mapping of the ranks' sparse extras (``parts``: (mapping, the rank's first
+    row in the concatenation)), keyed by the rows' places after sorting (``new_rows``). Mappings
+    that can combine themselves without decoding each value (Parquet's lazy rows) do."""
+    parts = [(mapping, base) for mapping, base in parts if mapping]
+    kinds = {type(mapping) for mapping, _base in parts}
+    if len(kinds) == 1 and hasattr(next(iter(kinds)), "combined"):
+        combined = next(iter(kinds)).combined(parts, new_rows)
+        if combined is not None:
+            return combined
+    out = {}
+    for mapping, base in parts:
+        rows = np.fromiter(mapping.keys(), np.int64, len(mapping)) + base
+        out.update(zip(new_rows[rows].tolist(), mapping.values()))
+    return out
 
 
 def load_many(sources, load_one, align: bool = True) -> Trace:

@@ -143,3 +143,11 @@ def test_rank_summary_of_json_files_loads_one_at_a_time(shared_traces):
     summary = nbprof.rank_summary([shared_traces / name for name in RANK_FILES[:2]])
     assert summary.to_dicts() == [ranks.rank_summary(nbprof.load(shared_traces / name)).to_dicts()[0]
                                   for name in RANK_FILES[:2]]
+
+
+def test_merging_parquet_ranks_keeps_their_args_exact(parquet_job, shared_traces):
+    from_parquet = nbprof.load(sorted(parquet_job.glob("gpu_sampled_rank*.parquet")))
+    from_json = nbprof.load([shared_traces / name for name in RANK_FILES[:2]])
+    assert type(from_parquet.event_args).__name__ == "LazyRows"  # merged without decoding
+    for name in ("event_args", "gpu_args", "shapes", "stacks"):
+        assert dict(getattr(from_parquet, name)) == dict(getattr(from_json, name)), name
