@@ -105,6 +105,8 @@ def is_many(source) -> bool:
     if isinstance(source, (list, tuple)):
         return True
     text = str(source)
+    if pathlib.Path(text).is_file():  # a file whose name has a "[" is still one file
+        return False
     return pathlib.Path(text).is_dir() or any(c in text for c in "*?[")
 
 

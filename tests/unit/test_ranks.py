@@ -173,3 +173,10 @@ def test_cli_view_of_a_job(shared_traces, tmp_path, capsys):
     assert main(["view", *args, "-o", str(page)]) == 0
     html = page.read_text()
     assert "2 ranks merged" in html and "rank 1 \\u00b7 GPU 1 stream 7" in html
+
+
+def test_a_merged_job_exported_and_loaded_keeps_its_ranks(merged, tmp_path):
+    again = nbprof.load(merged.export_chrome_trace(tmp_path / "job.json.gz"))
+    assert again.meta["thread_rank"] == merged.meta["thread_rank"]
+    assert build_lanes(again).labels == build_lanes(merged).labels
+    assert again.rank_summary().to_dicts() == merged.rank_summary().to_dicts()
