@@ -360,6 +360,28 @@ class Trace:
 
         return export_chrome_trace(self, path)
 
+    def rank_summary(self):
+        """Per rank: wall time, CPU and GPU busy, time in collectives, steps; the straggler."""
+        from .ranks import rank_summary
+
+        return rank_summary(self)
+
+    def to_parquet(self, path) -> str:
+        """Write the trace as one Parquet file (pyarrow); ``nbprof.load`` reads it back exactly."""
+        from .columnar import write_parquet
+
+        return write_parquet(self, path)
+
+    def to_arrow(self):
+        """The events and GPU intervals as one pyarrow Table (a ``kind`` column tells them apart)."""
+        from .columnar import to_arrow
+
+        return to_arrow(self)
+
+    def to_pandas(self):
+        """:meth:`to_arrow` as a pandas DataFrame, names as a categorical column."""
+        return self.to_arrow().to_pandas()
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the columns (the sparse extras and string tables are counted apart)."""

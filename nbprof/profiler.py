@@ -15,6 +15,7 @@ import torch
 
 from .convert import cpu_records_to_trace, legacy_records_to_trace
 from .events import Thread, Trace
+from .ranks import distributed_meta  # rank, world size, local rank, host under torchrun
 from .record.cuda_events import LegacyCudaRecorder, legacy_cuda_available
 from .record.interrupts import interrupts_held
 from .record.kineto_cpu import KinetoCpuRecorder
@@ -145,7 +146,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 f"cuda=True, but torch {torch.__version__} sees no GPU "
                 "(torch.cuda.is_available() is False). Use cuda=None to record the CPU only.")
         options = dict(record_shapes=self.record_shapes, with_stack=self.with_stack)
-        meta = {"torch_version": torch.__version__, "pid": os.getpid()}
+        meta = {"torch_version": torch.__version__, "pid": os.getpid(), **distributed_meta()}
         if has_gpu and self.cuda is not False:
             meta["device_names"] = {device: torch.cuda.get_device_name(device)
                                     for device in range(torch.cuda.device_count())}

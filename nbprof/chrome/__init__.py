@@ -25,7 +25,7 @@ __all__ = ["DEFAULT_MAX_BYTES", "TraceFormatError", "chrome_trace_bytes", "chrom
            "export_chrome_trace", "load"]
 
 
-def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
+def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True) -> Trace:
     """A Trace from a Chrome trace file (``.json`` or ``.json.gz``, gzip recognised by its
     bytes): nbprof's own exports and torch.profiler / Kineto traces. Raises
     :class:`TraceFormatError` (naming the file, and the first bad event) for what it cannot
@@ -38,8 +38,20 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
     itself), so ``FunctionEvent.kernels`` and ``key_averages()``' CUDA totals sit on aten ops,
     as in torch's own summaries. The loader module says how each link is found.
 
-    ``max_bytes`` caps the uncompressed size read (8 GiB by default), so that a gzip bomb or
-    a runaway file fails fast instead of filling memory."""
+    ``max_bytes`` caps the uncompressed size read (8 GiB by default, per file), so that a gzip
+    bomb or a runaway file fails fast instead of filling memory.
+
+    A list of paths, a folder or a glob loads every file as one rank of a job and merges them
+    (:mod:`nbprof.ranks`: lanes by rank, clocks aligned unless ``align=False``); a ``.parquet``
+    file is one written by ``trace.to_parquet`` (:mod:`nbprof.columnar`)."""
+    from .. import ranks
+
+    if ranks.is_many(path):
+        return ranks.load_many(path, lambda one: load(one, max_bytes=max_bytes), align=align)
+    if str(path).endswith(".parquet"):
+        from ..columnar import read_parquet
+
+        return read_parquet(path)
     with paused_gc():
         return _load(pathlib.Path(path), int(max_bytes))
 

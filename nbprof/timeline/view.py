@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import pathlib
 
 import numpy as np
@@ -131,6 +132,10 @@ class Timeline:
                 f"{trace.duration_ns / 1e6:,.3f} ms")
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"
+        from ..ranks import merged_note
+
+        if merged_note(trace):
+            text += "<br>" + html.escape(merged_note(trace))
         return text
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------
