@@ -17,14 +17,13 @@ pyarrow is imported here only, when first used: the model stays numpy-only.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import tempfile
 from collections.abc import Mapping
 
 import numpy as np
 import orjson
 
+from .atomic import write_with
 from .events import CounterSeries, Instants, Thread, Trace
 
 FORMAT = "nbprof-columnar-1"
@@ -197,28 +196,12 @@ def to_arrow(trace: Trace):
     return table.replace_schema_metadata({METADATA_KEY: dumps(header).encode("utf-8")})
 
 
-def atomic_write(path, write) -> pathlib.Path:
-    """``write(temporary path)`` then rename it over ``path``: a reader never sees half a file,
-    and a failed write leaves the old file. (The project's shared helper will replace this one.)"""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
-    try:
-        write(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return path
-
-
 def write_parquet(trace: Trace, path, compression: str = "zstd") -> str:
     """``trace`` as one Parquet file at ``path``, written atomically."""
     pq = require("pyarrow.parquet")
 
     table = to_arrow(trace)
-    atomic_write(path, lambda temporary: pq.write_table(
+    write_with(path, lambda temporary: pq.write_table(
         table, temporary, row_group_size=ROW_GROUP, compression=compression,
         use_dictionary=["name", "rank", "gpu", "thread", "category", "device", "stream",
                         "gpu_kind"]))

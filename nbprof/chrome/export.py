@@ -26,6 +26,7 @@ import zlib
 import numpy as np
 import orjson
 
+from ..atomic import write_file
 from .lanes import assign_lanes
 from .read import paused_gc
 from ..events import GPU_KINDS, Trace
@@ -52,14 +53,8 @@ def export_chrome_trace(trace: Trace, path) -> str:
         raise ValueError(f"cannot tell the format of {str(path)!r}: name the file *.json or "
                          f"*.json.gz")
     data = chrome_trace_bytes(trace, gzip=suffixes.endswith(".gz"))
-    try:
-        with open(target, "wb") as out:
-            out.write(data)
-    except OSError as error:
-        # Same exception type (PermissionError, FileNotFoundError, ...), with a message that
-        # says what was being written and where.
-        raise type(error)(error.errno, f"cannot write the Chrome trace: {error.strerror}; "
-                          f"choose a writable path", str(target)) from error
+    # A failure (full disk, Ctrl-C) leaves any earlier file at that path as it was.
+    write_file(target, data, "the Chrome trace")
     return str(target)
 
 

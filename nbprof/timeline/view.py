@@ -11,6 +11,7 @@ from bokeh.document import Document
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
 
+from ..atomic import make_folders, write_file
 from ..events import Trace
 from .counters import extra_rows
 from .data import encode_events
@@ -118,9 +119,8 @@ class Timeline:
         path = pathlib.Path(path)
         html = file_html(self.layout.document, resources=INLINE,
                          title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(html, encoding="utf-8")
-        return path
+        make_folders(path, "the timeline page")
+        return write_file(path, html, "the timeline page")  # a failure keeps any earlier page
 
     def _note_html(self) -> str:
         trace = self.trace
