@@ -8,7 +8,8 @@ import numpy as np
 from .analysis import format_us, name_cell
 from .callpaths import canonical_names
 from .events import Trace
-from .steps import IDLE_KINDS, StepBreakdown, breakdown, cpu_time_in
+from .intervals import touches_any
+from .steps import IDLE_KINDS, SYNC_CALLS, StepBreakdown, breakdown, cpu_time_in
 
 NAME_WIDTH = 60
 _RUNTIME_PREFIXES = ("cuda", "hip", "cu")
@@ -68,11 +69,27 @@ def _idle_finding(trace: Trace, result: StepBreakdown, step: int, share: float) 
                 "work; fewer, larger kernels (fusion, CUDA graphs) would close them.")
     chosen = in_step.copy()
     chosen[in_step] = kinds == kind
-    spent = _where_cpu_was(trace, result.gap_start_ns[chosen], result.gap_end_ns[chosen],
-                           result.windows.marker_rows)
+    gap_start, gap_end = result.gap_start_ns[chosen], result.gap_end_ns[chosen]
     if IDLE_KINDS[kind] == "sync":
-        return f"{head}, mostly waiting on a sync: the CPU spent it in {spent}, waiting for the GPU."
+        return (f"{head}, mostly waiting on a sync: the CPU blocked in "
+                f"{_blocking_call(trace, gap_start, gap_end)} until the GPU drained, then queued "
+                f"nothing for {format_us(per_kind[kind] / 1e3)}.")
+    spent = _where_cpu_was(trace, gap_start, gap_end, result.windows.marker_rows)
     return f"{head}, mostly host-bound: the CPU spent it in {spent}."
+
+
+def _blocking_call(trace: Trace, gap_start, gap_end) -> str:
+    """The outermost blocking call (aten::item rather than the cudaStreamSynchronize inside it)
+    that ran into these gaps, by the idle time after it."""
+    sync_ids = [i for i, name in enumerate(trace.names) if SYNC_CALLS.search(name)]
+    rows = np.flatnonzero(np.isin(trace.name_id, sync_ids))
+    rows = rows[~np.isin(trace.parent[rows], rows)]
+    touching = touches_any(gap_start, gap_end, trace.start_ns[rows], trace.end_ns[rows] + 1)
+    rows = rows[touching]
+    if not len(rows):
+        return "a blocking call"
+    counts = np.bincount(trace.name_id[rows])
+    return name_cell(trace.names[int(np.argmax(counts))], NAME_WIDTH)
 
 
 def _where_cpu_was(trace: Trace, gap_start, gap_end, marker_rows) -> str:
