@@ -42,7 +42,7 @@ def findings(trace: Trace, result: StepBreakdown | None = None, kernels=None) ->
         if comm:
             out.append(f"Communication not hidden under compute: {100.0 * comm / busy:.0f}% of GPU "
                        "busy time.")
-        top = records(kernels if kernels is not None else kernel_summary(trace, limit=1))
+        top = records(kernels if kernels is not None else kernel_summary(trace, limit=1, plain=True))
         if top:
             row = top[0]
             launched = f" from {name_cell(row['op'], NAME_WIDTH)}" if row["op"] else ""

@@ -18,7 +18,7 @@ MEMORY_KINDS = (KIND_MEMCPY, KIND_MEMSET)
 
 
 def kernel_summary(trace: Trace, *, memory: bool = False, limit: int | None = 20,
-                   paths: CallPaths | None = None):
+                   paths: CallPaths | None = None, plain: bool = False):
     """Top kernels (or, ``memory=True``, memcpy / memset) by total GPU time; ``limit=None`` for
     all rows. A DataFrame with pandas, else a list of row dicts; ``.table()`` either way."""
     rows = np.flatnonzero(np.isin(trace.gpu_kind, MEMORY_KINDS if memory else COMPUTE_KINDS))
@@ -47,7 +47,7 @@ def kernel_summary(trace: Trace, *, memory: bool = False, limit: int | None = 20
         "op": [trace.names[trace.name_id[e]] if e >= 0 else "" for e in sample_launch.tolist()],
         "call_path": [paths.text(p) for p in launch_path[first[order]].tolist()],
     }
-    return make_table("KernelSummary", columns, kernel_text)
+    return make_table("KernelSummary", columns, kernel_text, plain)
 
 
 def kernel_text(rows: list[dict], row_limit: int = -1, name_width: int = 50) -> str:

@@ -321,7 +321,7 @@ def steps(trace: Trace, launch_gap_us: float = DEFAULT_LAUNCH_GAP_US):
     return step_table(breakdown(trace, launch_gap_us=launch_gap_us))
 
 
-def step_table(result: StepBreakdown):
+def step_table(result: StepBreakdown, plain: bool = False):
     windows, c = result.windows, result.columns
     idle = c["idle_host_ns"] + c["idle_sync_ns"] + c["idle_launch_ns"]
     span = c["gpu_span_ns"]
@@ -335,7 +335,7 @@ def step_table(result: StepBreakdown):
         "idle_sync_us": c["idle_sync_ns"] / 1e3, "idle_launch_us": c["idle_launch_ns"] / 1e3,
         "gpu_idle_pct": np.divide(100.0 * idle, span, out=np.zeros(len(span)), where=span > 0),
     }
-    return make_table("Steps", columns, steps_text)
+    return make_table("Steps", columns, steps_text, plain)
 
 
 def steps_text(rows: list[dict], row_limit: int = -1) -> str:

@@ -42,17 +42,19 @@ def _frame_class(kind: str, text: Callable):
     return _frame_classes[kind]
 
 
-def make_table(kind: str, columns: dict, text: Callable):
+def make_table(kind: str, columns: dict, text: Callable, plain: bool = False):
     """``columns`` (name -> equally long sequence) as a DataFrame with ``.table()``, or as
-    :class:`Rows` without pandas. ``text(rows, **options)`` formats a list of row dicts."""
+    :class:`Rows` without pandas or with ``plain`` (the widget: no pandas import for its panes).
+    ``text(rows, **options)`` formats a list of row dicts."""
     try:
+        if plain:
+            raise ImportError("plain rows asked for")
         frame = _frame_class(kind, text)
     except ImportError:
         names = list(columns)
         values = [list(columns[name]) for name in names]
-        rows = type(f"{kind}Rows", (Rows,), {"_text": staticmethod(text)})(
+        return type(f"{kind}Rows", (Rows,), {"_text": staticmethod(text)})(
             dict(zip(names, row)) for row in zip(*values))
-        return rows
     return frame(columns)
 
 

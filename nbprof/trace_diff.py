@@ -35,6 +35,7 @@ class _Side:
     cpu_ns: np.ndarray
     self_ns: np.ndarray
     gpu_ns: np.ndarray
+    cell_of_event: np.ndarray  # per event, its index in keys
 
 
 def _aggregate(trace: Trace, by_step: bool) -> _Side:
@@ -60,13 +61,29 @@ def _aggregate(trace: Trace, by_step: bool) -> _Side:
         count=np.bincount(group, minlength=cells),
         cpu_ns=np.bincount(group, weights=trace.end_ns - trace.start_ns, minlength=cells),
         self_ns=np.bincount(group, weights=trace.self_ns, minlength=cells),
-        gpu_ns=gpu_ns)
+        gpu_ns=gpu_ns, cell_of_event=group)
 
 
 def diff(before: Trace, after: Trace, *, by_step: bool | None = None):
     """The op-by-op difference from ``before`` to ``after`` (a DataFrame with pandas, else a list of
     row dicts; ``.table()`` for text). ``by_step``: match per step (default: where both traces
     have steps of their own, not just "whole trace")."""
+    return compare(before, after, by_step=by_step).table
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The diff table, and each event's status (an index into STATUSES) on both sides: what the
+    Compare tab colours the two timelines by."""
+
+    table: object
+    by_step: bool
+    before_status: np.ndarray
+    after_status: np.ndarray
+
+
+def compare(before: Trace, after: Trace, *, by_step: bool | None = None,
+            plain: bool = False) -> Comparison:
     for which, trace in (("before", before), ("after", after)):
         if not isinstance(trace, Trace):
             raise TypeError(f"nbprof.diff needs two nbprof.Trace, got {type(trace).__name__} as "
@@ -75,8 +92,9 @@ def diff(before: Trace, after: Trace, *, by_step: bool | None = None):
         by_step = all(find_steps(t).source != "whole trace" for t in (before, after))
     old, new = _aggregate(before, by_step), _aggregate(after, by_step)
     index_old = {key: i for i, key in enumerate(old.keys)}
-    index_new = {key: i for i, key in enumerate(new.keys)}
     keys = old.keys + [key for key in new.keys if key not in index_old]
+    index_all = {key: i for i, key in enumerate(keys)}
+    index_new = {key: i for i, key in enumerate(new.keys)}
     at_old = np.array([index_old.get(key, -1) for key in keys], np.int64)
     at_new = np.array([index_new.get(key, -1) for key in keys], np.int64)
 
@@ -89,26 +107,30 @@ def diff(before: Trace, after: Trace, *, by_step: bool | None = None):
     for metric, attribute in (("count", "count"), ("cpu", "cpu_ns"), ("self_cpu", "self_ns"),
                               ("gpu", "gpu_ns")):
         was, now = pick(getattr(old, attribute), at_old), pick(getattr(new, attribute), at_new)
-        scale = 1 if metric == "count" else 1e3
-        columns[f"{metric}_before" if metric == "count" else f"{metric}_before_us"] = was / scale
-        columns[f"{metric}_after" if metric == "count" else f"{metric}_after_us"] = now / scale
-        columns[f"{metric}_delta" if metric == "count" else f"{metric}_delta_us"] = (now - was) / scale
+        scale, unit = (1, "") if metric == "count" else (1e3, "_us")
+        columns[f"{metric}_before{unit}"] = was / scale
+        columns[f"{metric}_after{unit}"] = now / scale
+        columns[f"{metric}_delta{unit}"] = (now - was) / scale
     own_before = columns["self_cpu_before_us"] + columns["gpu_before_us"]
     own_delta = columns["self_cpu_delta_us"] + columns["gpu_delta_us"]
     change = np.abs(columns["self_cpu_delta_us"]) + np.abs(columns["gpu_delta_us"])
     status = np.select(
         [at_new < 0, at_old < 0,
          (change * 1e3 <= SAME_NS) | (change <= SAME_FRACTION * own_before), own_delta > 0],
-        ["removed", "added", "same", "slower"], "faster")
-    columns["status"] = status.tolist()
+        [STATUSES.index("removed"), STATUSES.index("added"), STATUSES.index("same"),
+         STATUSES.index("slower")], STATUSES.index("faster"))
+    columns["status"] = [STATUSES[code] for code in status.tolist()]
     columns["change_us"] = change
     order = np.argsort(-change, kind="stable")
     columns = {name: [values[i] for i in order.tolist()] if isinstance(values, list) else
                np.asarray(values)[order] for name, values in columns.items()}
     if not by_step:
         columns["step"] = [None] * len(order)
-    table = make_table("Diff", columns, diff_text)
-    return table
+    new_cells = np.array([index_all[key] for key in new.keys], np.int64)
+    return Comparison(table=make_table("Diff", columns, diff_text, plain), by_step=by_step,
+                      before_status=status[old.cell_of_event],
+                      after_status=status[new_cells[new.cell_of_event]] if len(new_cells) else
+                      np.zeros(0, np.int64))
 
 
 def diff_text(rows: list[dict], row_limit: int = 20, name_width: int = 50) -> str:
