@@ -1,5 +1,5 @@
-"""The ``nbprof`` command: ``nbprof view TRACE -o PAGE.html`` and ``nbprof run SCRIPT [ARGS] -o
-PAGE.html [--trace TRACE.json.gz] [--table]``.
+"""The ``nbprof`` command: ``nbprof view TRACE -o PAGE.html``, ``nbprof run SCRIPT [ARGS] -o
+PAGE.html [--trace TRACE.json.gz] [--table]`` and ``nbprof diff BEFORE AFTER -o PAGE.html``.
 
 ``run`` profiles a Python script the way ``%%cudaprof`` profiles a cell: the script runs as
 ``__main__`` (runpy) with ``sys.argv`` set to it and its arguments, inside ``nbprof.profile()``.
@@ -30,6 +30,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", help="also write the trace (Chrome JSON, .json.gz compresses)")
     run.add_argument("--table", action="store_true", help="print the per-op summary table")
     run.add_argument("--title", help="the page's title")
+    diff = commands.add_parser("diff", help="what changed between two trace files: the op diff "
+                                            "table and both timelines aligned by step, as a page")
+    diff.add_argument("before", help="the earlier trace file")
+    diff.add_argument("after", help="the later trace file")
+    diff.add_argument("-o", "--output", required=True, help="the HTML page to write")
+    diff.add_argument("--title", help="the page's title")
+    diff.add_argument("--row-limit", type=int, default=20, help="rows of the diff to print (-1: all)")
     return parser
 
 
@@ -48,6 +55,18 @@ def _view(options) -> int:
     path = save_html(trace, options.output, title=options.title or f"nbprof: {options.trace}")
     print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
           "intervals)")
+    return 0
+
+
+def _diff(options) -> int:
+    from . import load
+    from .timeline.compare import save_compare_html
+
+    before, after = load(options.before), load(options.after)
+    path, comparison = save_compare_html(before, after, options.output,
+                                         title=options.title or f"nbprof diff: {options.after}")
+    print(comparison.table.table(row_limit=options.row_limit))
+    print(f"nbprof: wrote {path}")
     return 0
 
 
@@ -104,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if options.command == "view":
             return _view(options)
+        if options.command == "diff":
+            return _diff(options)
         return _run(options, unknown + script_args)
     except (TraceFormatError, OSError) as error:  # a bad trace file, a path that can't be written
         print(f"nbprof: {error}", file=sys.stderr)

@@ -108,3 +108,38 @@ def comparison_figure(before, after, comparison, *, depth: int = 3, max_bars: in
     plot.add_layout(Legend(items=swatches, orientation="horizontal", label_text_font_size="11px",
                            padding=2, spacing=6), "above")
     return plot, source
+
+
+def save_compare_html(before, after, path, *, title: str | None = None, row_limit: int = 40):
+    """A standalone page (BokehJS inline: opens offline) of what changed from ``before`` to
+    ``after``: the diff table and the aligned two-run figure. Written whole, then moved into place,
+    so a failed write leaves any earlier page as it was."""
+    import html
+    import os
+    import pathlib
+    import tempfile
+
+    from bokeh.embed import file_html
+    from bokeh.layouts import column
+    from bokeh.models import Div
+    from bokeh.resources import INLINE
+
+    from ..trace_diff import compare
+
+    comparison = compare(before, after)
+    plot, _ = comparison_figure(before, after, comparison)
+    text = comparison.table.table(row_limit=row_limit)
+    page = column(Div(text=f"<pre style='font-size:12px'>{html.escape(text)}</pre>",
+                      sizing_mode="stretch_width"), plot, sizing_mode="stretch_width")
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    content = file_html(page, resources=INLINE, title=title or "nbprof diff")
+    handle, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(content)
+        os.replace(scratch, path)
+    except BaseException:
+        os.unlink(scratch)
+        raise
+    return path, comparison
