@@ -101,8 +101,8 @@ def _where_cpu_was(trace: Trace, gap_start, gap_end, marker_rows) -> str:
     rows = rows[trace.end_ns[rows] > lo]
     spent = cpu_time_in(trace, gap_start, gap_end, rows)[rows]
     # step markers and spans around everything hold the Python time between ops
-    around = np.isin(rows, marker_rows) | (trace.parent[rows] < 0) & (trace.end_ns[rows] - trace.start_ns[rows]
-                                                                        >= hi - lo)
+    spans_all = (trace.parent[rows] < 0) & (trace.end_ns[rows] - trace.start_ns[rows] >= hi - lo)
+    around = np.isin(rows, marker_rows) | spans_all
     canonical, names = canonical_names(trace.names)
     by_name = np.bincount(canonical[trace.name_id[rows[~around]]], weights=spent[~around],
                           minlength=len(names))

@@ -142,14 +142,16 @@ def diff_text(rows: list[dict], row_limit: int = 20, name_width: int = 50) -> st
 
     shown = limit_rows(rows, row_limit)
     per_step = any(row["step"] is not None for row in rows)
+    with_gpu = any(row["gpu_before_us"] or row["gpu_after_us"] for row in rows)  # else no GPU columns
     headers = ["Op (call path tail)", "Status", *(["Step"] if per_step else []), "Calls",
-               "Self CPU before", "after", "delta", "GPU before", "after", "delta"]
+               "Self CPU before", "after", "delta", *(["GPU before", "after", "delta"] if with_gpu else [])]
     cells = [[_path_tail(row["call_path"]), row["status"],
               *([("-" if row["step"] < 0 else str(row["step"] + 1))] if per_step else []),
               f"{row['count_before']:g} -> {row['count_after']:g}",
               format_us(row["self_cpu_before_us"]), format_us(row["self_cpu_after_us"]),
-              signed(row["self_cpu_delta_us"]), format_us(row["gpu_before_us"]),
-              format_us(row["gpu_after_us"]), signed(row["gpu_delta_us"])] for row in shown]
+              signed(row["self_cpu_delta_us"]),
+              *([format_us(row["gpu_before_us"]), format_us(row["gpu_after_us"]),
+                 signed(row["gpu_delta_us"])] if with_gpu else [])] for row in shown]
     counts = {status: sum(row["status"] == status for row in rows) for status in STATUSES}
     head = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s])
     out = [f"nbprof diff: {len(rows)} ops matched by call path{' and step' if per_step else ''} "

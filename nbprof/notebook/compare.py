@@ -9,10 +9,11 @@ from html import escape
 import ipywidgets
 
 from ..trace_diff import compare
+from .overview import PRE_STYLE
 
 
 class ComparePane(ipywidgets.VBox):
-    def __init__(self, before, after, label: str = "the previous run", row_limit: int = 25):
+    def __init__(self, before, after, label: str = "the previous run", row_limit: int = 15):
         from jupyter_bokeh import BokehModel
 
         from ..timeline.compare import comparison_figure
@@ -23,6 +24,7 @@ class ComparePane(ipywidgets.VBox):
         header = (f"<b>Compared with {escape(label)}</b>: before {len(before):,} events, after "
                   f"{len(after):,} events. Below: before (top) and after, each step from its start.")
         super().__init__([ipywidgets.HTML(header),
-                          ipywidgets.HTML(f"<pre class='nbprof-diff' style='margin:0'>{escape(self.text)}</pre>"),
+                          ipywidgets.HTML(f"<pre class='nbprof-diff' style='{PRE_STYLE}'>"
+                                          f"{escape(self.text)}</pre>"),
                           BokehModel(figure)])
         self.add_class("nbprof-compare")

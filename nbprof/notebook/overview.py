@@ -17,6 +17,9 @@ from ..kernel_summary import kernel_summary
 from ..steps import breakdown, step_table
 from ..tables import records
 
+# Text tables must not wrap: a wrapped row reads as two
+PRE_STYLE = "margin:0; white-space:pre; overflow-x:auto"
+
 
 class OverviewPane(ipywidgets.VBox):
     """Steps, top kernels and findings of one trace; ``zoom_to(step)`` drives the timeline."""
@@ -42,9 +45,11 @@ class OverviewPane(ipywidgets.VBox):
         findings_html = ipywidgets.HTML(f"<ul class='nbprof-findings' style='margin:2px 0'>{found}</ul>")
         tables = kernels.table()
         if trace.has_gpu:
-            tables += "\n\nMemcpy / memset:\n" + kernel_summary(trace, memory=True, limit=5, plain=True).table()
-        kernel_html = ipywidgets.HTML(f"<pre class='nbprof-kernels' style='margin:0'>{escape(tables)}</pre>"
-                                      if trace.has_gpu else "<i>no GPU work recorded</i>")
+            memory = kernel_summary(trace, memory=True, limit=5, plain=True)
+            tables += "\n\nMemcpy / memset:\n" + memory.table()
+        kernel_html = ipywidgets.HTML(
+            f"<pre class='nbprof-kernels' style='{PRE_STYLE}'>{escape(tables)}</pre>"
+            if trace.has_gpu else "<i>no GPU work recorded</i>")
         source = self.steps[0]["source"] if self.steps else "none"
         super().__init__([findings_html, ipywidgets.HTML(f"<b>Steps</b> (from {escape(source)}; pick "
                                                          "one, or tap its bar, to zoom the timeline to it)"),

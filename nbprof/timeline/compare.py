@@ -54,7 +54,8 @@ def _bars(trace, windows, offsets, status, row_base: int, depth: int, max_bars: 
     gpu_row = len(threads) * depth
     launch = trace.gpu_launch
     has = launch >= 0
-    gpu_step = np.where(has, step[np.maximum(launch, 0)] if len(trace) else -1, windows.of_times(trace.gpu_start_ns))
+    gpu_step = np.where(has, step[np.maximum(launch, 0)] if len(trace) else -1,
+                        windows.of_times(trace.gpu_start_ns))
     gpu = np.flatnonzero(gpu_step >= 0)
     gpu_shift = offsets[gpu_step[gpu]] - windows.start_ns[gpu_step[gpu]]
     gpu_codes = np.where(has[gpu], status[np.maximum(launch[gpu], 0)] if len(trace) else 0,
@@ -82,8 +83,8 @@ def comparison_figure(before, after, comparison, *, depth: int = 3, max_bars: in
     top, top_labels = _bars(before, first, offsets, comparison.before_status, 0, depth, max_bars, "before")
     bottom, bottom_labels = _bars(after, second, offsets, comparison.after_status, len(top_labels),
                                   depth, max_bars, "after")
-    data = {key: np.concatenate([np.asarray(top[key]), np.asarray(bottom[key])]) if not isinstance(top[key], list)
-            else top[key] + bottom[key] for key in top}
+    data = {key: top[key] + bottom[key] if isinstance(top[key], list) else
+            np.concatenate([top[key], bottom[key]]) for key in top}
     source = ColumnDataSource(data, name="nbprof_compare_bars")
     labels = top_labels + bottom_labels
     span = float(data["right"].max()) if len(data["right"]) else 1.0
