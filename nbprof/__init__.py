@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FunctionEvent", "Interval", "Kernel", "Thread", "Trace", "TraceFormatError",
-    "diff", "load", "profile", "save_html", "timeline", "widget", "load_ipython_extension",
+    "diff", "load", "profile", "rank_summary", "save_html", "timeline", "widget",
+    "load_ipython_extension",
 ]
 
 # name -> module that defines it; imported on first use (torch and bokeh take seconds to import).
@@ -28,6 +29,7 @@ _LAZY = {
     "timeline": "timeline",
     "save_html": "timeline",
     "widget": "notebook.widget",
+    "rank_summary": "rank_sql",
 }
 
 

@@ -167,6 +167,9 @@ class TraceWidget(ipywidgets.VBox):
         for index, title in enumerate(("Details", "Summary", "Per run")[:len(panes.children)]):
             panes.set_title(index, title)
         panes.selected_index = len(panes.children) - 1
+        from .ranks_tab import add_ranks_tab
+
+        add_ranks_tab(self, panes)  # a merged job's ranks
         self.panes = panes
         return panes
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import pathlib
 
 import numpy as np
@@ -11,6 +12,7 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
 
 from ..events import Trace
+from .counters import extra_rows
 from .data import encode_events
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, PALETTES, ROW_PX, SELECTION_COLOR, main_plot,
                       overview_plot)
@@ -101,7 +103,8 @@ class Timeline:
 
         self.plot, self.overview = plot, overview
         self.note = Div(text=self._note_html(), name="nbprof_note")
-        self.layout = column(self.note, plot, overview, name="nbprof_timeline", **(
+        above, below = extra_rows(trace, plot, size)  # notes; counters and instants
+        self.layout = column(self.note, *above, plot, *below, overview, name="nbprof_timeline", **(
             {"sizing_mode": "stretch_width"} if not width else {}))
         document = Document()
         document.add_root(self.layout)
@@ -130,6 +133,10 @@ class Timeline:
                 f"{trace.duration_ns / 1e6:,.3f} ms")
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"
+        from ..ranks import merged_note
+
+        if merged_note(trace):
+            text += "<br>" + html.escape(merged_note(trace))
         return text
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------
