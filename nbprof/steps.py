@@ -96,13 +96,20 @@ def find_steps(trace: Trace) -> StepWindows:
     for pattern, source in ((_PROFILER_STEP, "ProfilerStep"), (_MARKER, "repeat")):
         name_ids, start, end = _named_rows(trace, pattern)
         if len(start):
-            order = np.argsort(start, kind="stable")
             rows = np.flatnonzero(np.isin(trace.name_id, np.unique(name_ids)))
             rows = rows[np.isin(trace.start_ns[rows], start)]
-            labels = [trace.names[i] for i in name_ids[order]]
+            # The ranks of one job (a merged trace) each mark step N: step N of the job runs from
+            # the first rank's start to the last rank's end.
+            unique_ids, which = np.unique(name_ids, return_inverse=True)
+            first = np.full(len(unique_ids), np.iinfo(np.int64).max)
+            last = np.full(len(unique_ids), np.iinfo(np.int64).min)
+            np.minimum.at(first, which, start)
+            np.maximum.at(last, which, end)
+            order = np.argsort(first, kind="stable")
+            labels = [trace.names[i] for i in unique_ids[order]]
             if source == "repeat":
                 labels = [f"run {label[len(MARKER_PREFIX):]}" for label in labels]
-            return StepWindows(labels, start[order], end[order], source, rows)
+            return StepWindows(labels, first[order], last[order], source, rows)
     pattern = _pattern_steps(trace)
     if pattern is not None:
         return pattern

@@ -203,3 +203,14 @@ def test_tables_are_lists_of_rows_with_a_text_form_without_pandas():
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Rows 0.04")  # 40 ns
     assert "ProfilerStep#1" in result.stdout
+
+
+def test_a_merged_jobs_ranks_share_their_steps(shared_traces):
+    job = nbprof.load([shared_traces / f"gpu_sampled_rank{r}.json.gz" for r in (0, 1)])
+    ranks = [rows(nbprof.load(shared_traces / f"gpu_sampled_rank{r}.json.gz").steps()) for r in (0, 1)]
+    table = rows(job.steps())
+    assert [r["step"] for r in table] == [r["step"] for r in ranks[0]] == [r["step"] for r in ranks[1]]
+    for step, row in enumerate(table):  # step N of the job: from the first rank's start to the last's end
+        assert row["start_ns"] == min(int(job.start_ns[i]) for i in np.flatnonzero(
+            job.name_id == job.names.index(row["step"])))
+        assert row["wall_us"] >= max(r[step]["wall_us"] for r in ranks)
