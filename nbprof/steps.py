@@ -98,15 +98,12 @@ def find_steps(trace: Trace) -> StepWindows:
         if len(start):
             rows = np.flatnonzero(np.isin(trace.name_id, np.unique(name_ids)))
             rows = rows[np.isin(trace.start_ns[rows], start)]
-            # The ranks of one job (a merged trace) each mark step N: step N of the job runs from
-            # the first rank's start to the last rank's end.
+            # The ranks of one job (a merged trace) each mark step N at about the same time: where
+            # windows of one label overlap they are one step, from the first start to the last end.
             unique_ids, which = np.unique(name_ids, return_inverse=True)
-            first = np.full(len(unique_ids), np.iinfo(np.int64).max)
-            last = np.full(len(unique_ids), np.iinfo(np.int64).min)
-            np.minimum.at(first, which, start)
-            np.maximum.at(last, which, end)
+            label_of, first, last = merge_by_group(which.reshape(-1), start, end)
             order = np.argsort(first, kind="stable")
-            labels = [trace.names[i] for i in unique_ids[order]]
+            labels = [trace.names[i] for i in unique_ids[label_of[order]]]
             if source == "repeat":
                 labels = [f"run {label[len(MARKER_PREFIX):]}" for label in labels]
             return StepWindows(labels, first[order], last[order], source, rows)

@@ -214,3 +214,11 @@ def test_a_merged_jobs_ranks_share_their_steps(shared_traces):
         assert row["start_ns"] == min(int(job.start_ns[i]) for i in np.flatnonzero(
             job.name_id == job.names.index(row["step"])))
         assert row["wall_us"] >= max(r[step]["wall_us"] for r in ranks)
+
+
+def test_same_label_steps_that_do_not_overlap_stay_apart():
+    # two profiles' ProfilerStep#0 one after the other (a tiled or appended trace): two steps
+    trace = build([("ProfilerStep#0", 0, 100), ("ProfilerStep#0", 200, 250),
+                   ("ProfilerStep#0", 220, 300, 1)], threads=((1, 1, "main"), (2, 2, "rank 1")))
+    windows = [(r["start_ns"], r["end_ns"]) for r in rows(trace.steps())]
+    assert windows == [(0, 100 * US), (200 * US, 300 * US)]  # the overlapping pair is one step
