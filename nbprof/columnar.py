@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 import orjson
 
-from .events import Thread, Trace
+from .events import CounterSeries, Instants, Thread, Trace
 
 FORMAT = "nbprof-columnar-1"
 ROW_GROUP = 1 << 20
@@ -186,7 +186,13 @@ def to_arrow(trace: Trace):
     columns["stack"] = _sparse_column(pa, trace.stacks, n + k, list, pa.list_(pa.string()))
     header = {"format": FORMAT, "events": n, "gpu_intervals": k, "names": trace.names,
               "threads": [list(thread) for thread in trace.threads],
-              "categories": trace.categories, "meta": trace.meta}
+              "categories": trace.categories, "meta": trace.meta,
+              # Markers and counters are few (a handful per step): the metadata holds them.
+              "instants": {"time_ns": trace.instants.time_ns.tolist(), "name": trace.instants.name,
+                           "thread": trace.instants.thread.tolist()},
+              "counters": [{"name": c.name, "series": c.series, "pid": c.pid,
+                            "time_ns": c.time_ns.tolist(), "values": c.values.tolist()}
+                           for c in trace.counters]}
     table = pa.table(columns)
     return table.replace_schema_metadata({METADATA_KEY: dumps(header).encode("utf-8")})
 
@@ -277,4 +283,15 @@ def read_parquet(path) -> Trace:
         event_args=_sparse(col("args"), 0, n, orjson.loads),
         gpu_args=_sparse(col("args"), n, n + k, orjson.loads),
         shapes=_sparse(col("shapes"), 0, n, loads),
-        stacks=_sparse(col("stack"), 0, n, tuple))
+        stacks=_sparse(col("stack"), 0, n, tuple),
+        instants=_instants(header.get("instants")),
+        counters=[CounterSeries(c["name"], c["series"], c["pid"], np.asarray(c["time_ns"], np.int64),
+                                np.asarray(c["values"], np.float64))
+                  for c in header.get("counters", ())])
+
+
+def _instants(block) -> Instants:
+    if not block:
+        return Instants.empty()
+    return Instants(np.asarray(block["time_ns"], np.int64), list(block["name"]),
+                    np.asarray(block["thread"], np.int32))

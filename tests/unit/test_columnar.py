@@ -20,6 +20,15 @@ def assert_same_trace(a: Trace, b: Trace):
         left, right = getattr(a, name), getattr(b, name)
         if isinstance(left, np.ndarray):
             assert left.dtype == right.dtype and np.array_equal(left, right), name
+        elif name == "instants":
+            assert left.name == right.name, name
+            assert np.array_equal(left.time_ns, right.time_ns), name
+            assert np.array_equal(left.thread, right.thread), name
+        elif name == "counters":
+            assert [(c.name, c.series, c.pid) for c in left] == \
+                [(c.name, c.series, c.pid) for c in right], name
+            for c, d in zip(left, right):
+                assert np.array_equal(c.time_ns, d.time_ns) and np.array_equal(c.values, d.values)
         else:
             assert dict(left) == dict(right) if hasattr(left, "items") else left == right, name
     assert a.events[:50] == b.events[:50] and a.kernels[:50] == b.kernels[:50]

@@ -224,7 +224,9 @@ def test_pid_1_and_pid_string_1_are_one_lane(tmp_path):
 
 def test_dev_zero_and_a_directory_are_refused(tmp_path):
     refused("/dev/zero", "a device")
-    refused(tmp_path, "a directory")
+    # A folder is the trace files of a job's ranks (nbprof.ranks); one with none says so.
+    with pytest.raises(FileNotFoundError, match="no .json, .json.gz or .parquet trace"):
+        nbprof.load(tmp_path)
 
 
 def test_a_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
