@@ -9,7 +9,8 @@ import sys
 
 here = pathlib.Path(__file__).resolve().parent
 # Sizes that run in a few minutes on a 2-core machine; RESULTS.md has the bigger runs' commands.
-ARGS = {"bench_ranks.py": ["--events", "1000000", "--ranks", "8,16,32"]}
+ARGS = {"bench_ranks.py": ["--events", "1000000", "--ranks", "8,16,32"],
+        "bench_answers.py": ["--events", "1000000", "--diff-events", "100000"]}
 failed = []
 for script in sorted(here.glob("bench_*.py")):
     print(f"\n=== {script.name} ===", flush=True)

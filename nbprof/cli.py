@@ -1,6 +1,6 @@
 """The ``nbprof`` command: ``nbprof view TRACE... -o PAGE.html``, ``nbprof run SCRIPT [ARGS] -o
-PAGE.html [--trace TRACE.json.gz] [--table]``, ``nbprof ranks DIR`` and ``nbprof convert IN... -o
-DIR``.
+PAGE.html [--trace TRACE.json.gz] [--table]``, ``nbprof ranks DIR``, ``nbprof convert IN... -o
+DIR`` and ``nbprof diff BEFORE AFTER -o PAGE.html``.
 
 ``view`` of several files, a folder or a glob merges them as the ranks of one job. ``--trace``
 may say ``{rank}``: under torchrun each rank writes its own file.
@@ -40,6 +40,13 @@ def _parser() -> argparse.ArgumentParser:
                                      ".parquet; {rank} becomes the process's rank)")
     run.add_argument("--table", action="store_true", help="print the per-op summary table")
     run.add_argument("--title", help="the page's title")
+    diff = commands.add_parser("diff", help="what changed between two trace files: the op diff "
+                                            "table and both timelines aligned by step, as a page")
+    diff.add_argument("before", help="the earlier trace file")
+    diff.add_argument("after", help="the later trace file")
+    diff.add_argument("-o", "--output", required=True, help="the HTML page to write")
+    diff.add_argument("--title", help="the page's title")
+    diff.add_argument("--row-limit", type=int, default=20, help="rows of the diff to print (-1: all)")
     ranks = commands.add_parser("ranks", help="per-rank summary of a job's trace files (DuckDB "
                                               "over Parquet, one file at a time) and its straggler")
     ranks.add_argument("traces", nargs="+", help="a folder of per-rank .parquet files (or JSON "
@@ -89,6 +96,18 @@ def _view(options) -> int:
                      f"nbprof: {' '.join(map(str, options.trace))}")
     print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
           "intervals)")
+    return 0
+
+
+def _diff(options) -> int:
+    from . import load
+    from .timeline.compare import save_compare_html
+
+    before, after = load(options.before), load(options.after)
+    path, comparison = save_compare_html(before, after, options.output,
+                                         title=options.title or f"nbprof diff: {options.after}")
+    print(comparison.table.table(row_limit=options.row_limit))
+    print(f"nbprof: wrote {path}")
     return 0
 
 
@@ -153,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if options.command == "view":
             return _view(options)
+        if options.command == "diff":
+            return _diff(options)
         if options.command in ("ranks", "convert"):
             from . import rank_cli
 

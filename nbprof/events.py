@@ -355,6 +355,24 @@ class Trace:
 
         return table(self, sort_by=sort_by, row_limit=row_limit)
 
+    def steps(self, launch_gap_us: float = 10.0):
+        """The steps of a training loop and where each one's time went (see nbprof/steps.py)."""
+        from .steps import steps
+
+        return steps(self, launch_gap_us=launch_gap_us)
+
+    def kernel_summary(self, *, memory: bool = False, limit: int | None = 20):
+        """Top kernels (``memory=True``: memcpy / memset) by GPU time, with the launching op."""
+        from .kernel_summary import kernel_summary
+
+        return kernel_summary(self, memory=memory, limit=limit)
+
+    def findings(self) -> list[str]:
+        """One-line findings in plain words: GPU idle and why, outlier steps, the top kernel."""
+        from .findings import findings
+
+        return findings(self)
+
     def export_chrome_trace(self, path) -> str:
         from .chrome import export_chrome_trace
 

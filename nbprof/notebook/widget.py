@@ -14,6 +14,7 @@ import numpy as np
 
 from ..analysis import SORT_KEYS, format_us, key_averages, name_cell, printable, sort_rows
 from .details import details_html, gpu_details_html, timeline_origin_ns
+from .overview import add_answer_panes
 from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
 
@@ -42,13 +43,18 @@ def ensure_bokehjs() -> None:
 
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
-           note: str | None = None, export_dir=None) -> "TraceWidget":
+           note: str | None = None, export_dir=None, compare_to: Trace | None = None,
+           compare_label: str = "the previous run") -> "TraceWidget":
     """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
-    written in ``export_dir``, by default the kernel's working directory: the notebook's folder)."""
+    written in ``export_dir``, by default the kernel's working directory: the notebook's folder).
+    ``compare_to``: an earlier Trace, for a Compare tab (what changed since)."""
     if not isinstance(trace, Trace):
         raise TypeError(f"nbprof.widget needs an nbprof.Trace, got {type(trace).__name__}: "
                         "profile with %%cudaprof -o VAR or nbprof.profile(), or read a file with nbprof.load")
-    return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir)
+    if compare_to is not None and not isinstance(compare_to, Trace):
+        raise TypeError(f"compare_to must be an nbprof.Trace, got {type(compare_to).__name__}")
+    return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir,
+                       compare_to=compare_to, compare_label=compare_label)
 
 
 def _summary_label(row, width: int) -> str:
@@ -96,7 +102,8 @@ class SummaryTable(ipywidgets.VBox):
 class TraceWidget(ipywidgets.VBox):
     """Toolbar (search, lane filter, minimum duration), timeline, details, summary, export."""
 
-    def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None):
+    def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
+                 compare_to: Trace | None = None, compare_label: str = "the previous run"):
         from jupyter_bokeh import BokehModel
 
         from .export_panel import ExportPanel
@@ -116,6 +123,8 @@ class TraceWidget(ipywidgets.VBox):
         self.details.add_class("nbprof-details")
         self.summary = SummaryTable(trace, sort_by, self.show_op)
         self.export = ExportPanel(trace, name, export_dir)
+        panes = self._make_panes()
+        add_answer_panes(self, compare_to, compare_label)  # Overview, Compare (notebook/overview.py)
         self.search.observe(lambda change: self.run_search(change["new"]), names="value")
         self.previous.on_click(lambda _button: self.step_match(-1))
         self.next.on_click(lambda _button: self.step_match(+1))
@@ -124,8 +133,7 @@ class TraceWidget(ipywidgets.VBox):
         self.timeline.selection.on_change("data", self._selection_changed)
 
         header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
-        super().__init__([*header, self._toolbar, self._filters, self.plot, self._make_panes(),
-                          self.export])
+        super().__init__([*header, self._toolbar, self._filters, self.plot, panes, self.export])
         self.add_class("nbprof-widget")
 
     def _make_controls(self) -> None:

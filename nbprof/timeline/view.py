@@ -60,6 +60,7 @@ class Timeline:
         info.update(palettes=PALETTES, block_colors=BLOCK_COLORS, highlight_color=HIGHLIGHT_COLOR,
                     selection_color=SELECTION_COLOR)
         self._labels = list(lanes.labels)
+        self._origin_ns = int(info["origin_ns"])  # the x axis is ns since this time
         span = max(info["span_ns"], 1)
         total_rows = sum(info["lane_height"]) or 1
         plot_height = height or min(max(240, 120 + ROW_PX * total_rows), 640)
@@ -143,6 +144,12 @@ class Timeline:
     @property
     def lanes(self) -> list[str]:
         return list(self._labels)
+
+    def show_range(self, start_ns: int, end_ns: int) -> None:
+        """Zoom the x axis to ``start_ns``..``end_ns``, in the trace's own times (its columns')."""
+        if end_ns <= start_ns:
+            raise ValueError(f"an empty range {start_ns}..{end_ns}: end must come after start")
+        self.plot.x_range.update(start=int(start_ns) - self._origin_ns, end=int(end_ns) - self._origin_ns)
 
     def highlight(self, event_ids, gpu_rows=()) -> None:
         """Outline these CPU events and GPU intervals (rows of ``trace.gpu_start_ns``): search or
