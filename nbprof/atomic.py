@@ -61,6 +61,10 @@ def write_file(path, data: bytes | str, what: str = "the file") -> pathlib.Path:
     target = pathlib.Path(path)
     if isinstance(data, str):
         data = data.encode("utf-8")
+    ancestor = _blocking_file(target)
+    if ancestor is not None:
+        raise _error(errno.ENOTDIR, f"cannot write {what}: {ancestor} is a file, not a folder",
+                     target)
     real = pathlib.Path(os.path.realpath(target))  # through a symlink: keep the link, replace its file
     try:
         mode = real.stat().st_mode
@@ -74,19 +78,37 @@ def write_file(path, data: bytes | str, what: str = "the file") -> pathlib.Path:
         # A device or a pipe (/dev/null, /dev/stdout): there is no old file to keep, and a rename
         # would replace the device itself.
         return _write_in_place(real, data, what, target)
-    try:
-        descriptor, temp = _open_temp(real)
-    except OSError as error:
-        raise _error(error.errno, f"cannot write {what}: {error.strerror}", target) from error
-    try:
-        with os.fdopen(descriptor, "wb") as out:
+    def write_to(temp):
+        with open(temp, "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
         if mode is not None:  # the new file keeps the old one's permissions
             os.chmod(temp, stat.S_IMODE(mode))
+
+    return _replace(target, real, write_to, what)
+
+
+def write_with(path, write_to, what: str = "the file") -> pathlib.Path:
+    """Atomically replace ``path`` with what ``write_to(temporary_path)`` writes (for writers that
+    take a path, as pyarrow's do); on any failure the temporary file goes and the old file stays."""
+    target = pathlib.Path(path)
+    make_folders(target, what)
+    return _replace(target, pathlib.Path(os.path.realpath(target)), write_to, what)
+
+
+def _replace(target: pathlib.Path, real: pathlib.Path, write_to, what: str) -> pathlib.Path:
+    """``write_to(temp)`` a temporary file beside ``real`` (the target through any symlink), then
+    rename it over ``real``; on any failure, Ctrl-C too, remove it and keep the old file."""
+    try:
+        descriptor, temp = _open_temp(real)
+        os.close(descriptor)
+    except OSError as error:
+        raise _error(error.errno, f"cannot write {what}: {error.strerror}", target) from error
+    try:
+        write_to(temp)
         os.replace(temp, real)
-    except BaseException as error:  # Ctrl-C too: no temp file left behind, the old file kept
+    except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         if isinstance(error, OSError):

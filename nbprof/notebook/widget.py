@@ -7,13 +7,14 @@ wires widgets to them and to the Timeline (timeline/, the only place that builds
 
 from __future__ import annotations
 
-from ..html_text import html_text
+from html import escape
 
 import ipywidgets
 import numpy as np
 
 from ..analysis import SORT_KEYS, format_us, key_averages, name_cell, printable, sort_rows
 from .details import details_html, gpu_details_html, timeline_origin_ns
+from .overview import add_answer_panes
 from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
 
@@ -42,13 +43,18 @@ def ensure_bokehjs() -> None:
 
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
-           note: str | None = None, export_dir=None) -> "TraceWidget":
+           note: str | None = None, export_dir=None, compare_to: Trace | None = None,
+           compare_label: str = "the previous run") -> "TraceWidget":
     """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
-    written in ``export_dir``, by default the kernel's working directory: the notebook's folder)."""
+    written in ``export_dir``, by default the kernel's working directory: the notebook's folder).
+    ``compare_to``: an earlier Trace, for a Compare tab (what changed since)."""
     if not isinstance(trace, Trace):
         raise TypeError(f"nbprof.widget needs an nbprof.Trace, got {type(trace).__name__}: "
                         "profile with %%cudaprof -o VAR or nbprof.profile(), or read a file with nbprof.load")
-    return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir)
+    if compare_to is not None and not isinstance(compare_to, Trace):
+        raise TypeError(f"compare_to must be an nbprof.Trace, got {type(compare_to).__name__}")
+    return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir,
+                       compare_to=compare_to, compare_label=compare_label)
 
 
 def _summary_label(row, width: int) -> str:
@@ -75,7 +81,7 @@ class SummaryTable(ipywidgets.VBox):
                                         layout=ipywidgets.Layout(width="300px"))
         header = (f"{'Name':<{self.NAME_WIDTH}} {'CPU total':>11} {'Self CPU':>11} {'CUDA total':>11} "
                   f"{'Calls':>8}")
-        self.header = ipywidgets.HTML(f"<pre style='margin:0 0 0 4px'>{html_text(header)}</pre>")
+        self.header = ipywidgets.HTML(f"<pre style='margin:0 0 0 4px'>{escape(header)}</pre>")
         self.rows = ipywidgets.Select(options=[], rows=8, layout=ipywidgets.Layout(width="100%"))
         self.rows.add_class("nbprof-summary")
         self.sort.observe(lambda change: self._fill(change["new"]), names="value")
@@ -96,7 +102,8 @@ class SummaryTable(ipywidgets.VBox):
 class TraceWidget(ipywidgets.VBox):
     """Toolbar (search, lane filter, minimum duration), timeline, details, summary, export."""
 
-    def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None):
+    def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
+                 compare_to: Trace | None = None, compare_label: str = "the previous run"):
         from jupyter_bokeh import BokehModel
 
         from .export_panel import ExportPanel
@@ -116,6 +123,8 @@ class TraceWidget(ipywidgets.VBox):
         self.details.add_class("nbprof-details")
         self.summary = SummaryTable(trace, sort_by, self.show_op)
         self.export = ExportPanel(trace, name, export_dir)
+        panes = self._make_panes()
+        add_answer_panes(self, compare_to, compare_label)  # Overview, Compare (notebook/overview.py)
         self.search.observe(lambda change: self.run_search(change["new"]), names="value")
         self.previous.on_click(lambda _button: self.step_match(-1))
         self.next.on_click(lambda _button: self.step_match(+1))
@@ -123,9 +132,8 @@ class TraceWidget(ipywidgets.VBox):
         self.min_duration.observe(self._filter_changed, names="value")
         self.timeline.selection.on_change("data", self._selection_changed)
 
-        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else [])
-        super().__init__([*header, self._toolbar, self._filters, self.plot, self._make_panes(),
-                          self.export])
+        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
+        super().__init__([*header, self._toolbar, self._filters, self.plot, panes, self.export])
         self.add_class("nbprof-widget")
 
     def _make_controls(self) -> None:
@@ -154,11 +162,14 @@ class TraceWidget(ipywidgets.VBox):
         """Details, Summary and, for ``--repeat`` traces, Per run (mean / min / max per op)."""
         self.per_run = _per_run_text(self.trace)
         panes = ipywidgets.Tab([self.details, self.summary] + (
-            [ipywidgets.HTML(f"<pre class='nbprof-per-run'>{html_text(self.per_run)}</pre>")]
+            [ipywidgets.HTML(f"<pre class='nbprof-per-run'>{escape(self.per_run)}</pre>")]
             if self.per_run else []))
         for index, title in enumerate(("Details", "Summary", "Per run")[:len(panes.children)]):
             panes.set_title(index, title)
         panes.selected_index = len(panes.children) - 1
+        from .ranks_tab import add_ranks_tab
+
+        add_ranks_tab(self, panes)  # a merged job's ranks
         self.panes = panes
         return panes
 
@@ -167,7 +178,7 @@ class TraceWidget(ipywidgets.VBox):
     def run_search(self, pattern: str) -> None:
         result = find_events(self.trace, pattern)
         self._set_matches(result.event_ids, result.gpu_rows)
-        self.match_count.value = html_text(result.message)
+        self.match_count.value = escape(result.message)
 
     def show_op(self, name: str) -> None:
         """A summary row was clicked: outline every event of that op and the GPU intervals they
@@ -176,7 +187,7 @@ class TraceWidget(ipywidgets.VBox):
         gpu_rows = gpu_launched_by(self.trace, ids)
         self._set_matches(ids, gpu_rows)
         launched = f" + {len(gpu_rows):,} GPU intervals they launched" if len(gpu_rows) else ""
-        self.match_count.value = html_text(f"{len(ids):,} events of {printable(name)}{launched}")
+        self.match_count.value = escape(f"{len(ids):,} events of {printable(name)}{launched}")
 
     def _set_matches(self, event_ids: np.ndarray, gpu_rows: np.ndarray) -> None:
         self.timeline.highlight(event_ids, gpu_rows)
@@ -205,7 +216,7 @@ class TraceWidget(ipywidgets.VBox):
         # The selection's on_change shows the details too, but not when the same match is stepped
         # to again (no change): and the user may have switched to another pane since.
         self._show_details(row, kind)
-        self.match_count.value = html_text(f"{self._match_index + 1} of {total:,}")
+        self.match_count.value = escape(f"{self._match_index + 1} of {total:,}")
 
     def _bring_into_view(self, start_ns: int, end_ns: int) -> None:
         """Pan (keeping the zoom) so the interval is in view; zoom out if it is wider than the view."""
@@ -251,5 +262,5 @@ class TraceWidget(ipywidgets.VBox):
         if self.note:  # the cell raised or was interrupted: say so outside the widget too
             note = f"{self.note}\n{note}"
         bundle["text/plain"] = f"{note}\n{table}"
-        bundle["text/html"] = f"<p><i>{html_text(note)}</i></p><pre>{html_text(table)}</pre>"
+        bundle["text/html"] = f"<p><i>{escape(note)}</i></p><pre>{escape(table)}</pre>"
         return bundle

@@ -11,8 +11,9 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
 
 from ..atomic import make_folders, write_file
-from ..events import Trace
 from ..html_text import html_text
+from ..events import Trace
+from .counters import extra_rows
 from .data import encode_events
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, PALETTES, ROW_PX, SELECTION_COLOR, main_plot,
                       overview_plot)
@@ -59,6 +60,7 @@ class Timeline:
         info.update(palettes=PALETTES, block_colors=BLOCK_COLORS, highlight_color=HIGHLIGHT_COLOR,
                     selection_color=SELECTION_COLOR)
         self._labels = list(lanes.labels)
+        self._origin_ns = int(info["origin_ns"])  # the x axis is ns since this time
         span = max(info["span_ns"], 1)
         total_rows = sum(info["lane_height"]) or 1
         plot_height = height or min(max(240, 120 + ROW_PX * total_rows), 640)
@@ -102,7 +104,8 @@ class Timeline:
 
         self.plot, self.overview = plot, overview
         self.note = Div(text=self._note_html(), name="nbprof_note")
-        self.layout = column(self.note, plot, overview, name="nbprof_timeline", **(
+        above, below = extra_rows(trace, plot, size)  # notes; counters and instants
+        self.layout = column(self.note, *above, plot, *below, overview, name="nbprof_timeline", **(
             {"sizing_mode": "stretch_width"} if not width else {}))
         document = Document()
         document.add_root(self.layout)
@@ -117,28 +120,24 @@ class Timeline:
         path = pathlib.Path(path)
         html = file_html(self.layout.document, resources=INLINE,
                          title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}")
-        make_folders(path, what="the timeline page")
-        return write_file(path, html, what="the timeline page")  # atomic: the old page survives a failure
+        make_folders(path, "the timeline page")
+        return write_file(path, html, "the timeline page")  # a failure keeps any earlier page
 
     def _note_html(self) -> str:
         trace = self.trace
         if not len(trace) and not trace.has_gpu:
             return "<b>no events recorded</b>"
         rank, world = trace.meta.get("rank"), trace.meta.get("world_size")
-        # rank and world size come from the file (distributedInfo): text, never markup
-        where = "" if rank is None else (f"rank {html_text(rank)}"
-                                         + (f" of {html_text(world)}" if world else "") + " · ")
+        where = "" if rank is None else f"rank {rank}" + (f" of {world}" if world else "") + " · "
+        where = html_text(where)  # meta may come from a file: text, never markup
         text = where + (f"{len(trace):,} CPU events · {len(trace.gpu_start_ns):,} GPU intervals · "
                 f"{trace.duration_ns / 1e6:,.3f} ms")
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"
-        devices = trace.meta.get("device_names") or {}
-        if isinstance(devices, dict) and devices:
-            text += " · " + ", ".join(f"GPU {html_text(device)}: {html_text(name)}"
-                                      for device, name in devices.items())
-        notes = trace.meta.get("notes") or []
-        if isinstance(notes, list) and notes:  # what the recording or the file left out
-            text += "".join(f"<br><small>{html_text(note)}</small>" for note in notes)
+        from ..ranks import merged_note
+
+        if merged_note(trace):
+            text += "<br>" + html_text(merged_note(trace))
         return text
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------
@@ -146,6 +145,12 @@ class Timeline:
     @property
     def lanes(self) -> list[str]:
         return list(self._labels)
+
+    def show_range(self, start_ns: int, end_ns: int) -> None:
+        """Zoom the x axis to ``start_ns``..``end_ns``, in the trace's own times (its columns')."""
+        if end_ns <= start_ns:
+            raise ValueError(f"an empty range {start_ns}..{end_ns}: end must come after start")
+        self.plot.x_range.update(start=int(start_ns) - self._origin_ns, end=int(end_ns) - self._origin_ns)
 
     def highlight(self, event_ids, gpu_rows=()) -> None:
         """Outline these CPU events and GPU intervals (rows of ``trace.gpu_start_ns``): search or

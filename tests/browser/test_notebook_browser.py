@@ -2,6 +2,7 @@
 %%cudaprof widget draws its timeline, search counts matches, a summary row highlights its op's
 events, and Export writes the file beside the notebook and delivers a browser download."""
 
+import contextlib
 import json
 import os
 import pathlib
@@ -43,6 +44,14 @@ def lab(tmp_path_factory):
     root = base / "notebooks"
     root.mkdir()
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    with run_lab(base, root, NOTEBOOK) as url:
+        yield url, root
+
+
+@contextlib.contextmanager
+def run_lab(base: pathlib.Path, root: pathlib.Path, notebook: str):
+    """A JupyterLab serving ``root`` (config and logs in ``base``) with ``notebook``'s kernel
+    started; yields its URL, stops it after."""
     config = base / "config" / "labconfig"
     config.mkdir(parents=True)
     # The news pop-up would cover the notebook.
@@ -74,10 +83,10 @@ def lab(tmp_path_factory):
         # which kernel to use (a "Select Kernel" dialog that otherwise shows up at random).
         request = urllib.request.Request(
             f"{url}/api/sessions", method="POST", headers={"Content-Type": "application/json"},
-            data=json.dumps({"path": NOTEBOOK, "name": NOTEBOOK, "type": "notebook",
+            data=json.dumps({"path": notebook, "name": notebook, "type": "notebook",
                              "kernel": {"name": "python3"}}).encode())
         urllib.request.urlopen(request, timeout=30)
-        yield url, root
+        yield url
     finally:
         server.terminate()
         try:
