@@ -17,28 +17,19 @@ from .details import details_html, gpu_details_html, timeline_origin_ns
 from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
 
-_bokehjs_loaded = False
-BOKEHJS_COMPONENTS = ["bokeh", "bokeh-widgets"]
-# The summary rows are padded text columns: they line up only in a monospace font.
+from .bokeh_host import BOKEHJS_COMPONENTS  # noqa: F401  (re-exported: the bundles shipped)
+
+# The summary rows are padded text columns: they line up only in a monospace font. The restart
+# note shows once ipywidgets marks the widget disconnected (its kernel restarted or stopped).
 _STYLE = ("<style>.nbprof-summary select { font-family: var(--jp-code-font-family, monospace); "
-          "font-size: 12px; } .nbprof-export { width: auto; }</style>")
-
-
-def ensure_bokehjs() -> None:
-    """Load BokehJS into the page, inline (works offline), once per kernel and before the first
-    BokehModel: without it jupyter_bokeh fails with "Could not create a view for model id"."""
-    global _bokehjs_loaded
-    from IPython import get_ipython
-
-    if _bokehjs_loaded or get_ipython() is None:  # outside IPython there is no page to load into
-        return
-    from bokeh.io import output_notebook
-    from bokeh.resources import Resources
-
-    # Only the bundles the timeline uses (Div is in bokeh-widgets): the load is saved into the
-    # notebook, and BokehJS's full INLINE set (GL, tables, MathJax) would add 8 MB to it, not 3.
-    output_notebook(Resources(mode="inline", components=BOKEHJS_COMPONENTS), hide_banner=True)
-    _bokehjs_loaded = True
+          "font-size: 12px; } .nbprof-export { width: auto; } .nbprof-restarted { display: none; "
+          "color: #b00; font-weight: bold; } .jupyter-widgets-disconnected .nbprof-restarted, "
+          ".nbprof-restarted.jupyter-widgets-disconnected { display: block; } "
+          # one message instead of a broken-link icon per control; controls that need the kernel dimmed
+          ".nbprof-widget .jupyter-widgets-disconnected::before, "
+          ".nbprof-widget.jupyter-widgets-disconnected::before { display: none; } "
+          ".jupyter-widgets-disconnected .nbprof-live { opacity: 0.4; pointer-events: none; }</style>")
+RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
@@ -97,16 +88,15 @@ class TraceWidget(ipywidgets.VBox):
     """Toolbar (search, lane filter, minimum duration), timeline, details, summary, export."""
 
     def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None):
-        from jupyter_bokeh import BokehModel
-
+        from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
 
         self.trace = trace
         self.note = note
         self.timeline = Timeline(trace)
-        ensure_bokehjs()
-        self.plot = BokehModel(self.timeline.layout)
+        self.host = PlotHost(self.timeline.layout)
+        self.plot = self.host.plot  # the jupyter_bokeh BokehModel the host shows
         # Search or summary matches, stepped through in time order (_match_order, made lazily).
         self._matches = self._gpu_matches = np.zeros(0, np.int64)
         self._match_order, self._match_index = None, -1
@@ -123,10 +113,15 @@ class TraceWidget(ipywidgets.VBox):
         self.min_duration.observe(self._filter_changed, names="value")
         self.timeline.selection.on_change("data", self._selection_changed)
 
-        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
-        super().__init__([*header, self._toolbar, self._filters, self.plot, self._make_panes(),
+        restarted = ipywidgets.HTML(f"<span>{escape(RESTARTED)}</span>")
+        restarted.add_class("nbprof-restarted")
+        header = [ipywidgets.HTML(_STYLE), restarted] + (
+            [ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
+        super().__init__([*header, self._toolbar, self._filters, self.host, self._make_panes(),
                           self.export])
         self.add_class("nbprof-widget")
+        for needs_kernel in (self._toolbar, self._filters, self.summary, self.export):
+            needs_kernel.add_class("nbprof-live")
 
     def _make_controls(self) -> None:
         """The search box with its arrows and match count, the lane and duration filters."""
@@ -239,17 +234,32 @@ class TraceWidget(ipywidgets.VBox):
 
     # -- outside a widget front end -------------------------------------------------------------
 
-    def _repr_mimebundle_(self, **kwargs):
-        """The widget view, plus the summary as text and HTML for front ends without a kernel or
-        widgets (a saved notebook on GitHub, an HTML export, a terminal)."""
-        bundle = super()._repr_mimebundle_(**kwargs) or {}
+    def _ipython_display_(self) -> None:
+        """Two outputs: the static copy (static.py), which front ends without the live widget
+        show, then the widget, which hides the copy where it draws."""
+        from IPython.display import publish_display_data
+
+        from .static import static_bundle
+
+        static_id, bundle = static_bundle(self.timeline, sort_by=self.summary.sort.value,
+                                          note=self.note, text=self._text_summary())
+        self.host.static_id = static_id
+        publish_display_data(bundle, metadata={"nbprof": {"static_copy": static_id}})
+        publish_display_data(self._repr_mimebundle_())
+
+    def _text_summary(self) -> str:
         table = self.trace.table(sort_by=self.summary.sort.value)
         if self.per_run:
             table = f"{self.per_run}\n\n{table}"
-        note = ("nbprof timeline: the interactive widget needs a running Jupyter kernel. "
-                f"{len(self.trace):,} events, {len(self.trace.gpu_start_ns):,} GPU intervals.")
+        note = (f"nbprof timeline: {len(self.trace):,} events, "
+                f"{len(self.trace.gpu_start_ns):,} GPU intervals.")
         if self.note:  # the cell raised or was interrupted: say so outside the widget too
             note = f"{self.note}\n{note}"
-        bundle["text/plain"] = f"{note}\n{table}"
-        bundle["text/html"] = f"<p><i>{escape(note)}</i></p><pre>{escape(table)}</pre>"
+        return f"{note}\n{table}"
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view, and the summary as text for consoles and terminals."""
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/plain"] = ("nbprof timeline widget (interactive with a running kernel; the "
+                                "output above is its saved copy)\n" + self._text_summary())
         return bundle

@@ -1,5 +1,7 @@
 """nbprof.widget on a real recording, driven from Python as the browser's events would drive it."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -129,7 +131,39 @@ def test_export_to_a_missing_folder_says_so_in_the_widget(trace, tmp_path):
 def test_the_display_bundle_has_a_text_fallback(trace):
     bundle = nbprof.widget(trace)._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert "aten::matmul" in bundle["text/plain"] and "aten::matmul" in bundle["text/html"]
+    assert "aten::matmul" in bundle["text/plain"]
+
+
+def test_display_puts_a_static_copy_before_the_widget_and_bokehjs_in_one_copy(trace, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    from nbprof.notebook import static
+    from nbprof.notebook.bokeh_host import bokehjs_source
+
+    InteractiveShell.instance()
+    monkeypatch.setattr(static, "_bokehjs_cell", "")  # a fresh kernel
+    cell = {"id": "cell-a"}
+    monkeypatch.setattr(static, "_running_cell_id", lambda: cell["id"])
+    outputs = []
+    for cell_id in ("cell-a", "cell-b", "cell-a"):  # two cells, then the first one again
+        cell["id"] = cell_id
+        widget = nbprof.widget(trace)
+        with capture_output() as captured:
+            display(widget)
+        copy, view = captured.outputs
+        assert "application/vnd.jupyter.widget-view+json" in view.data
+        html = copy.data["text/html"]
+        assert f"data-nbprof-id='{widget.host.static_id}'" in html  # the live widget hides it
+        assert "nbprof-static-summary" in html and "aten::matmul" in html
+        # the embedded document ends at its own </script>: nothing in it closes the tag early
+        item = json.loads(html.split("nbprof-static-item'>")[1].split("</script>")[0])
+        assert item["root_id"] == widget.timeline.layout.id
+        outputs.append(bokehjs_source()[:2000] in html)
+    # BokehJS once per notebook: in the first cell's copy, and again when that cell re-runs
+    # (its old output is replaced), never in another cell's.
+    assert outputs == [True, False, True]
 
 
 def test_widget_refuses_what_is_not_a_trace():
