@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from ..analysis import format_us, key_averages, printable, sort_rows
+from ..analysis import SORT_KEYS, format_us, key_averages, printable, sort_rows
 from ..events import Trace
 
 # (key, header, what the header's tooltip says); CUDA columns only for traces with GPU work.
@@ -28,11 +28,10 @@ def summary_columns(trace: Trace) -> list[dict]:
 
 def summary_rows(trace: Trace) -> list[dict]:
     """One dict per op name: the raw number of every column (for sorting) and its text."""
-    columns = [column["key"] for column in summary_columns(trace)]
     rows = []
     for average in key_averages(trace):
         row = {"name": average.name, "label": printable(average.name)}
-        for key in columns[1:]:
+        for key in SORT_KEYS[:-1]:  # every key --sort accepts, shown as a column or not
             value = getattr(average, key)
             row[key] = value
             row[f"{key}_text"] = str(value) if key == "count" else format_us(value)

@@ -12,17 +12,16 @@ from html import escape
 import ipywidgets
 import numpy as np
 
-from ..analysis import SORT_KEYS, format_us, key_averages, name_cell, printable, sort_rows
+from ..analysis import printable
 from .details import details_html, gpu_details_html, timeline_origin_ns
 from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
+from .summary_table import SummaryTable
 
 from .bokeh_host import BOKEHJS_COMPONENTS  # noqa: F401  (re-exported: the bundles shipped)
 
-# The summary rows are padded text columns: they line up only in a monospace font. The restart
-# note shows once ipywidgets marks the widget disconnected (its kernel restarted or stopped).
-_STYLE = ("<style>.nbprof-summary select { font-family: var(--jp-code-font-family, monospace); "
-          "font-size: 12px; } .nbprof-export { width: auto; } .nbprof-restarted { display: none; "
+# The restart note shows once ipywidgets marks the widget disconnected (its kernel restarted or stopped).
+_STYLE = ("<style>.nbprof-export { width: auto; } .nbprof-restarted { display: none; "
           "color: #b00; font-weight: bold; } .jupyter-widgets-disconnected .nbprof-restarted, "
           ".nbprof-restarted.jupyter-widgets-disconnected { display: block; } "
           # one message instead of a broken-link icon per control; controls that need the kernel dimmed
@@ -42,46 +41,10 @@ def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total"
     return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir)
 
 
-def _summary_label(row, width: int) -> str:
-    return (f"{name_cell(row.name, width):<{width}} {format_us(row.cpu_time_total):>11} "
-            f"{format_us(row.self_cpu_time_total):>11} {format_us(row.cuda_time_total):>11} "
-            f"{row.count:>8}")
-
-
 def _per_run_text(trace: Trace) -> str | None:
     from .repeats import repeat_table, run_windows
 
     return repeat_table(trace, row_limit=-1) if len(run_windows(trace)[0]) else None
-
-
-class SummaryTable(ipywidgets.VBox):
-    """Key averages as a list of rows, sortable by any key; ``on_pick(name)`` when a row is clicked."""
-
-    NAME_WIDTH = 44
-
-    def __init__(self, trace: Trace, sort_by: str, on_pick):
-        self._averages = key_averages(trace)
-        self._on_pick = on_pick
-        self.sort = ipywidgets.Dropdown(options=SORT_KEYS, value=sort_by, description="Sort by",
-                                        layout=ipywidgets.Layout(width="300px"))
-        header = (f"{'Name':<{self.NAME_WIDTH}} {'CPU total':>11} {'Self CPU':>11} {'CUDA total':>11} "
-                  f"{'Calls':>8}")
-        self.header = ipywidgets.HTML(f"<pre style='margin:0 0 0 4px'>{escape(header)}</pre>")
-        self.rows = ipywidgets.Select(options=[], rows=8, layout=ipywidgets.Layout(width="100%"))
-        self.rows.add_class("nbprof-summary")
-        self.sort.observe(lambda change: self._fill(change["new"]), names="value")
-        self.rows.observe(self._picked, names="value")
-        self._fill(sort_by)
-        super().__init__([self.sort, self.header, self.rows])
-
-    def _fill(self, sort_by: str) -> None:
-        rows = sort_rows(self._averages, sort_by)  # a new order, not new sums over every event
-        self.rows.options = [(_summary_label(row, self.NAME_WIDTH), row.name) for row in rows]
-        self.rows.value = None
-
-    def _picked(self, change) -> None:
-        if change["new"] is not None:
-            self._on_pick(change["new"])
 
 
 class TraceWidget(ipywidgets.VBox):
@@ -241,14 +204,14 @@ class TraceWidget(ipywidgets.VBox):
 
         from .static import static_bundle
 
-        static_id, bundle = static_bundle(self.timeline, sort_by=self.summary.sort.value,
+        static_id, bundle = static_bundle(self.timeline, sort_by=self.summary.sort_key,
                                           note=self.note, text=self._text_summary())
         self.host.static_id = static_id
         publish_display_data(bundle, metadata={"nbprof": {"static_copy": static_id}})
         publish_display_data(self._repr_mimebundle_())
 
     def _text_summary(self) -> str:
-        table = self.trace.table(sort_by=self.summary.sort.value)
+        table = self.trace.table(sort_by=self.summary.sort_key)
         if self.per_run:
             table = f"{self.per_run}\n\n{table}"
         note = (f"nbprof timeline: {len(self.trace):,} events, "

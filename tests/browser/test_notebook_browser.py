@@ -131,15 +131,42 @@ _SOURCE_LEN_JS = """((name) => Math.max(-1, ...Bokeh.documents.map(doc => {
 def test_clicking_a_summary_row_highlights_that_ops_events(page, artifacts):
     page, _ = page
     page.locator(f"{PANEL} .nbprof-widget .lm-TabBar-tab:has-text('Summary')").first.click()
-    rows = page.locator(f"{PANEL} .nbprof-summary select").first
-    option = rows.locator("option", has_text="aten::addmm").first
-    option.click()
+    table = page.locator(f"{PANEL} .nbprof-summary-table").first
+    table.locator("tr[data-name='aten::addmm']").click()
     count = page.locator(f"{PANEL} .nbprof-match-count").first
     count.locator("text=/events of aten::addmm/").wait_for()
     expected = int(count.inner_text().split()[0].replace(",", ""))
     assert expected == 9  # 3 Linear layers x 3 training steps
     page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === {expected}")
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_summary_click.png"))
+
+
+def _calls_column(table) -> list[int]:
+    return [int(text) for text in table.locator("tbody tr td:last-child").all_inner_texts()]
+
+
+def test_a_header_click_sorts_the_summary_both_ways_keeping_the_selected_row(page, artifacts):
+    page, _ = page
+    page.locator(f"{PANEL} .nbprof-widget .lm-TabBar-tab:has-text('Summary')").first.click()
+    table = page.locator(f"{PANEL} .nbprof-summary-table").first
+    headers = table.locator("th").all_inner_texts()
+    assert not any("CUDA" in header for header in headers)  # a CPU-only trace
+    table.locator("tr[data-name='aten::addmm']").click()
+    table.locator("th[data-key='count']").click()
+    page.wait_for_function("(t) => t.querySelector(\"th[data-key='count']\").textContent.includes('▼')",
+                           arg=table.element_handle())
+    calls = _calls_column(table)
+    assert calls == sorted(calls, reverse=True) and calls[0] > calls[-1]
+    table.locator("th[data-key='count']").click()  # again: the other way
+    page.wait_for_function("(t) => t.querySelector(\"th[data-key='count']\").textContent.includes('▲')",
+                           arg=table.element_handle())
+    assert _calls_column(table) == sorted(calls)
+    assert table.locator("tr.selected").get_attribute("data-name") == "aten::addmm"
+    name = table.locator("tr[data-name] td:first-child").first
+    assert name.get_attribute("title") == name.inner_text()  # the full name on hover
+    # no horizontal scrollbar at this width (the page is 1400 px wide, the table narrower)
+    assert table.evaluate("(t) => t.scrollWidth <= t.clientWidth")
+    table.screenshot(path=str(artifacts / "notebook_summary_sorted.png"))
 
 
 def test_export_writes_beside_the_notebook_and_downloads(page, artifacts, tmp_path):

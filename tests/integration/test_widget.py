@@ -42,10 +42,15 @@ def test_search_counts_highlights_and_steps_through_matches(trace):
 
 def test_summary_is_sortable_and_a_row_highlights_its_op(trace):
     widget = nbprof.widget(trace)
-    widget.summary.sort.value = "count"
-    counts = [int(label.split()[-1]) for label, _ in widget.summary.rows.options]
-    assert counts == sorted(counts, reverse=True)
-    widget.summary.rows.value = "aten::matmul"  # a click on the row
+    summary = widget.summary
+    assert [c["key"] for c in summary.columns] == ["name", "cpu_time_total", "self_cpu_time_total",
+                                                    "cpu_time_avg", "count"]  # CPU only: no CUDA
+    summary.sort_key = "count"  # a header click
+    counts = {row["name"]: row["count"] for row in summary.rows}
+    assert [counts[n] for n in summary.ordered_names()] == sorted(counts.values(), reverse=True)
+    summary.descending = False  # the same header again
+    assert [counts[n] for n in summary.ordered_names()] == sorted(counts.values())
+    summary.selected = "aten::matmul"  # a click on the row
     ids = widget.timeline.highlighted.data["event_id"]
     assert len(ids) == 30 and {trace.names[trace.name_id[i]] for i in ids} == {"aten::matmul"}
     assert widget.match_count.value == "30 events of aten::matmul"
@@ -81,14 +86,14 @@ def test_search_outlines_gpu_matches_and_steps_through_them_in_time_order(alexne
 
 def test_a_summary_row_outlines_the_gpu_intervals_its_op_launched(alexnet):
     widget = nbprof.widget(alexnet)
-    widget.summary.rows.value = "aten::addmm"  # the op that launches the Linear layers' gemms
+    widget.summary.selected = "aten::addmm"  # the op that launches the Linear layers' gemms
     addmm = np.flatnonzero(alexnet.name_id == alexnet.names.index("aten::addmm"))
     launched = np.flatnonzero(np.isin(alexnet.gpu_launch, addmm))
     assert len(launched) and list(widget.timeline.highlighted_gpu.data["gpu_row"]) == launched.tolist()
     assert widget.match_count.value == (f"{len(addmm)} events of aten::addmm + {len(launched)} GPU "
                                         "intervals they launched")
     # aten::linear launches nothing itself: its row outlines what the addmm inside it launched
-    widget.summary.rows.value = "aten::linear"
+    widget.summary.selected = "aten::linear"
     assert set(launched) <= set(widget.timeline.highlighted_gpu.data["gpu_row"])
 
 
@@ -188,7 +193,7 @@ def test_an_empty_trace_still_makes_a_widget():
     widget.search.value = "anything"
     assert widget.match_count.value == "no matches"
     widget.next.click()  # nothing to step through: no error
-    assert widget.summary.rows.options == ()
+    assert widget.summary.rows == []
 
 
 def test_bokehjs_bundles_cover_every_model_the_timeline_uses(trace):
