@@ -32,13 +32,14 @@ RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
-           note: str | None = None, export_dir=None) -> "TraceWidget":
+           note: str | None = None, export_dir=None, collapsed: bool = False) -> "TraceWidget":
     """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
     written in ``export_dir``, by default the kernel's working directory: the notebook's folder)."""
     if not isinstance(trace, Trace):
         raise TypeError(f"nbprof.widget needs an nbprof.Trace, got {type(trace).__name__}: "
                         "profile with %%cudaprof -o VAR or nbprof.profile(), or read a file with nbprof.load")
-    return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir)
+    return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir,
+                       collapsed=collapsed)
 
 
 def _per_run_text(trace: Trace) -> str | None:
@@ -50,7 +51,8 @@ def _per_run_text(trace: Trace) -> str | None:
 class TraceWidget(ipywidgets.VBox):
     """Toolbar (search, lane filter, minimum duration), timeline, details, summary, export."""
 
-    def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None):
+    def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
+                 collapsed: bool = False):
         from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
@@ -80,8 +82,16 @@ class TraceWidget(ipywidgets.VBox):
         restarted.add_class("nbprof-restarted")
         header = [ipywidgets.HTML(_STYLE), restarted] + (
             [ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
-        super().__init__([*header, self._toolbar, self._filters, self.host, self._make_panes(),
-                          self.export])
+        self.body = ipywidgets.VBox([self._toolbar, self._filters, self.host, self._make_panes(),
+                                     self.export])
+        # Collapsed under a failed cell's traceback: the error reads first, one click shows the rest.
+        self.expand = ipywidgets.ToggleButton(value=not collapsed, description="Show the timeline",
+                                              icon="chevron-down", layout=ipywidgets.Layout(
+                                                  width="auto", display="" if collapsed else "none"))
+        self.expand.add_class("nbprof-expand")
+        self.expand.observe(lambda change: self._show_body(change["new"]), names="value")
+        self._show_body(not collapsed)
+        super().__init__([*header, self.expand, self.body])
         self.add_class("nbprof-widget")
         for needs_kernel in (self._toolbar, self._filters, self.summary, self.export):
             needs_kernel.add_class("nbprof-live")
@@ -119,6 +129,10 @@ class TraceWidget(ipywidgets.VBox):
         panes.selected_index = len(panes.children) - 1
         self.panes = panes
         return panes
+
+    def _show_body(self, shown: bool) -> None:
+        self.body.layout.display = "" if shown else "none"
+        self.expand.description = "Hide the timeline" if shown else "Show the timeline"
 
     # -- search -------------------------------------------------------------------------------
 
@@ -221,8 +235,9 @@ class TraceWidget(ipywidgets.VBox):
         return f"{note}\n{table}"
 
     def _repr_mimebundle_(self, **kwargs):
-        """The widget view, and the summary as text for consoles and terminals."""
+        """The widget view, and one line of text: the static copy before it holds the summary
+        (front ends without the widget show both texts)."""
         bundle = super()._repr_mimebundle_(**kwargs) or {}
-        bundle["text/plain"] = ("nbprof timeline widget (interactive with a running kernel; the "
-                                "output above is its saved copy)\n" + self._text_summary())
+        bundle["text/plain"] = (f"nbprof timeline widget ({len(self.trace):,} events): interactive "
+                                "with a running kernel; the output before it is its saved copy.")
         return bundle

@@ -116,14 +116,17 @@ def test_filters_reach_the_timeline(trace):
     assert widget.timeline.filter.data["lane_visible"][0] is True
 
 
-def test_export_writes_a_valid_chrome_trace_without_overwriting(trace, tmp_path):
+def test_export_writes_one_valid_chrome_trace_that_a_second_click_replaces(trace, tmp_path):
     widget = nbprof.widget(trace, name="cell", export_dir=tmp_path)
     widget.export.button.click()
+    assert widget.export.status.value.startswith("Wrote")
+    (tmp_path / "cell.json.gz").write_bytes(b"stale")
     widget.export.button.click()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cell-2.json.gz", "cell.json.gz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cell.json.gz"]  # no cell-2, no partial
+    assert widget.export.status.value.startswith("Replaced")
     assert check_chrome_trace(str(tmp_path / "cell.json.gz")) == []
     assert len(nbprof.load(tmp_path / "cell.json.gz")) == len(trace)
-    assert "ui.perfetto.dev" in widget.export.status.value
+    assert "<a href='https://ui.perfetto.dev'" in widget.export.status.value
 
 
 def test_export_to_a_missing_folder_says_so_in_the_widget(trace, tmp_path):
@@ -136,7 +139,7 @@ def test_export_to_a_missing_folder_says_so_in_the_widget(trace, tmp_path):
 def test_the_display_bundle_has_a_text_fallback(trace):
     bundle = nbprof.widget(trace)._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert "aten::matmul" in bundle["text/plain"]
+    assert "events): interactive with a running kernel" in bundle["text/plain"]
 
 
 def test_display_puts_a_static_copy_before_the_widget_and_bokehjs_in_one_copy(trace, monkeypatch):
@@ -189,7 +192,7 @@ def test_an_empty_trace_still_makes_a_widget():
     from nbprof.events import Trace
 
     widget = nbprof.widget(Trace.empty())
-    assert "0 events" in widget._repr_mimebundle_()["text/plain"]
+    assert "0 events" in widget._text_summary()
     widget.search.value = "anything"
     assert widget.match_count.value == "no matches"
     widget.next.click()  # nothing to step through: no error
