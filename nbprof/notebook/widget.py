@@ -16,6 +16,7 @@ from ..analysis import printable
 from .details import details_html, gpu_details_html, timeline_origin_ns
 from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
+from .lane_filter import LaneFilter
 from .summary_table import SummaryTable
 
 from .bokeh_host import BOKEHJS_COMPONENTS  # noqa: F401  (re-exported: the bundles shipped)
@@ -107,16 +108,15 @@ class TraceWidget(ipywidgets.VBox):
                                           layout=ipywidgets.Layout(width="36px"))
         self.next = ipywidgets.Button(icon="arrow-down", tooltip="next match",
                                       layout=ipywidgets.Layout(width="36px"))
-        lanes = list(self.timeline.lanes)
-        self.lane_filter = ipywidgets.SelectMultiple(options=lanes, value=lanes, description="Lanes",
-                                                     rows=min(4, max(len(lanes), 1)))
+        self.lane_filter = LaneFilter(self.timeline.lanes, self.timeline.lane_groups)
         self.min_duration = ipywidgets.BoundedFloatText(value=0.0, min=0.0, max=1e12, step=1.0,
                                                         description="Min µs",
                                                         layout=ipywidgets.Layout(width="180px"))
         self.min_duration.add_class("nbprof-min-duration")
         self._toolbar = ipywidgets.HBox([self.search, self.previous, self.next, self.match_count],
                                         layout=ipywidgets.Layout(align_items="center"))
-        self._filters = ipywidgets.HBox([self.lane_filter, self.min_duration])
+        self._filters = ipywidgets.HBox([self.lane_filter, self.min_duration],
+                                        layout=ipywidgets.Layout(align_items="flex-start"))
 
     def _make_panes(self) -> ipywidgets.Tab:
         """Details, Summary and, for ``--repeat`` traces, Per run (mean / min / max per op)."""

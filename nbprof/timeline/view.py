@@ -57,6 +57,7 @@ class Timeline:
         info.update(palettes=PALETTES, block_colors=BLOCK_COLORS, highlight_color=HIGHLIGHT_COLOR,
                     selection_color=SELECTION_COLOR)
         self._labels = list(lanes.labels)
+        self._groups = list(lanes.groups)
         span = max(info["span_ns"], 1)
         total_rows = sum(info["lane_height"]) or 1
         plot_height = height or min(max(240, 120 + ROW_PX * total_rows), 640)
@@ -136,6 +137,11 @@ class Timeline:
     @property
     def lanes(self) -> list[str]:
         return list(self._labels)
+
+    @property
+    def lane_groups(self) -> list[str]:
+        """Each lane's group (process, rank, GPU), in the order of ``lanes``."""
+        return list(self._groups)
 
     def highlight(self, event_ids, gpu_rows=()) -> None:
         """Outline these CPU events and GPU intervals (rows of ``trace.gpu_start_ns``): search or

@@ -210,3 +210,27 @@ def test_bokehjs_bundles_cover_every_model_the_timeline_uses(trace):
         ("bokeh-widgets", _use_widgets(models)), ("bokeh-tables", _use_tables(models)),
         ("bokeh-gl", _use_gl(models)), ("bokeh-mathjax", _use_mathjax(models))) if used}
     assert needed <= set(BOKEHJS_COMPONENTS)
+
+
+def test_the_lane_filter_is_checkboxes_by_group_and_keeps_the_details(alexnet):
+    widget = nbprof.widget(alexnet)
+    lanes = widget.lane_filter
+    groups = widget.timeline.lane_groups
+    assert len(set(groups)) >= 2  # CPU process and GPU lanes: one row of boxes each
+    widget.timeline.select(0)
+    details = widget.details.value
+    gpu_group = next(g for g in groups if "GPU" in g)
+    box, members = lanes._group_boxes[gpu_group]
+    box.value = False  # untick the GPU group: its lanes go, the others stay
+    assert set(lanes.value) == {lane for lane, g in zip(lanes.options, groups) if g != gpu_group}
+    visible = widget.timeline.filter.data["lane_visible"]
+    assert [not v for v, g in zip(visible, groups) if g == gpu_group] == [True] * len(members)
+    assert widget.details.value == details and widget.timeline.selection.data["event_id"] == [0]
+    assert lanes.message.value == ""
+    for lane in lanes.options:  # every lane off, one box at a time
+        lanes._lane_boxes[lane].value = False
+    assert lanes.value == () and "Every lane is hidden" in lanes.message.value
+    assert not any(widget.timeline.filter.data["lane_visible"])
+    lanes._lane_boxes[members[0]].value = True  # one lane back: its group box stays unticked
+    assert lanes.value == (members[0],) and lanes.message.value == ""
+    assert box.value is (len(members) == 1)
