@@ -39,15 +39,18 @@ _EMBED_JS = """(function () {
       "output carries: re-run the cells to draw it.";
   };
   draw();
-  const quiet = () => {
+  // Only the final error: "Loading widget..." may still become the live widget.
+  const quiet = (tries) => {
     const output = root.closest(".jp-OutputArea-child");
-    let next = output && output.nextElementSibling;
-    for (; next; next = next.nextElementSibling) {
-      if (next.querySelector(".nbprof-widget")) return;  // the live widget: it hides this copy
-      if (/Error displaying widget|Loading widget/.test(next.textContent)) next.style.display = "none";
+    const widget = output && output.nextElementSibling;  // the widget's own output comes next
+    if (widget && widget.querySelector(".nbprof-widget")) return;  // live: it hides this copy
+    if (widget && /Error displaying widget/.test(widget.textContent)) {
+      widget.style.display = "none";
+      return;
     }
+    if (output && tries > 0) setTimeout(() => quiet(tries - 1), 1000);
   };
-  setTimeout(quiet, 3000); setTimeout(quiet, 10000);
+  quiet(60);
 })();"""
 
 

@@ -19,13 +19,14 @@ from .search import events_named, find_events, gpu_launched_by
 from .lane_filter import LaneFilter
 from .summary_table import SummaryTable
 
-from .bokeh_host import BOKEHJS_COMPONENTS  # noqa: F401  (re-exported: the bundles shipped)
-
-# The restart note shows once ipywidgets marks the widget disconnected (its kernel restarted or stopped).
-_STYLE = ("<style>.nbprof-export { width: auto; } .nbprof-restarted { display: none; "
-          "color: #b00; font-weight: bold; } .jupyter-widgets-disconnected .nbprof-restarted, "
+# The restart note shows once ipywidgets marks the widget disconnected (kernel restarted or
+# stopped); it replaces a broken-link icon per control, and the controls that need the kernel dim.
+_STYLE = ("<style>.nbprof-export { width: auto; flex: 0 0 auto; } "
+          ".nbprof-export-status a { color: var(--jp-content-link-color, #1a73e8); "
+          "text-decoration: underline; } "
+          ".nbprof-restarted { display: none; color: #b00; font-weight: bold; } "
+          ".jupyter-widgets-disconnected .nbprof-restarted, "
           ".nbprof-restarted.jupyter-widgets-disconnected { display: block; } "
-          # one message instead of a broken-link icon per control; controls that need the kernel dimmed
           ".nbprof-widget .jupyter-widgets-disconnected::before, "
           ".nbprof-widget.jupyter-widgets-disconnected::before { display: none; } "
           ".jupyter-widgets-disconnected .nbprof-live { opacity: 0.4; pointer-events: none; }</style>")

@@ -133,7 +133,7 @@ def test_3_a_saved_notebook_reopened_without_its_kernel_shows_the_timeline(sessi
     errors.clear()
     open_notebook(page, url, NOTEBOOK)  # a fresh page and kernel: no widget models anywhere
     page.wait_for_function(f"() => ({_DRAWN_JS})() >= {PROFILED_CELLS}", timeout=60_000)
-    time.sleep(4)  # the copies hide the widget outputs' "model not found" after 3 s
+    time.sleep(3)  # the copies hide the widget outputs' "model not found" (checked each second)
     page.screenshot(path=str(artifacts / "lifecycle_reopened.png"))
     assert len(_visible_text(page, f"{PANEL} .nbprof-static-summary")) == PROFILED_CELLS
     assert not _widget_errors(page)

@@ -203,7 +203,7 @@ def test_bokehjs_bundles_cover_every_model_the_timeline_uses(trace):
     # A model from a bundle that was not loaded would fail in the browser ("Model ... does not exist").
     from bokeh.embed.bundle import _all_objs, _use_gl, _use_mathjax, _use_tables, _use_widgets
 
-    from nbprof.notebook.widget import BOKEHJS_COMPONENTS
+    from nbprof.notebook.bokeh_host import BOKEHJS_COMPONENTS
 
     models = _all_objs([nbprof.widget(trace).timeline.layout])
     needed = {"bokeh"} | {bundle for bundle, used in (
