@@ -73,6 +73,18 @@ async function render({ model, el }) {
   const manager = model.widget_manager;
   const plotModel = await manager.get_model(ref.slice(WIDGET_REF.length));
   const view = await manager.create_view(plotModel, {});
+  // After a kernel restart the plot's comm is dead and jupyter_bokeh's send of every zoom or pan
+  // throws ("Cannot send") inside BokehJS's change handling: drop those messages instead, so the
+  // timeline keeps working in the page.
+  const send = view.send.bind(view);
+  view.send = (...args) => {
+    if (!plotModel.comm_live) return;
+    try {
+      send(...args);
+    } catch (error) {
+      console.warn("nbprof: the kernel did not get a timeline change:", error);
+    }
+  };
   el.appendChild(view.el);
   // Lumino widgets learn they are on screen from this message; Bokeh sizes itself on resize.
   if (view.luminoWidget) view.luminoWidget.processMessage({ type: "after-attach" });

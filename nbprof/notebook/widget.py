@@ -67,6 +67,8 @@ class TraceWidget(ipywidgets.VBox):
         # Search or summary matches, stepped through in time order (_match_order, made lazily).
         self._matches = self._gpu_matches = np.zeros(0, np.int64)
         self._match_order, self._match_index = None, -1
+        self._count_message = ""
+        self._origin_ns = timeline_origin_ns(trace)
 
         self._make_controls()
         self.details = ipywidgets.HTML(details_html(trace, None))
@@ -79,6 +81,8 @@ class TraceWidget(ipywidgets.VBox):
         self.lane_filter.observe(self._filter_changed, names="value")
         self.min_duration.observe(self._filter_changed, names="value")
         self.timeline.selection.on_change("data", self._selection_changed)
+        for end in ("start", "end"):  # a zoom or pan changes how many matches are in view
+            self.timeline.plot.x_range.on_change(end, lambda _attr, _old, _new: self._view_moved())
 
         restarted = ipywidgets.HTML(f"<span>{escape(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
@@ -140,7 +144,26 @@ class TraceWidget(ipywidgets.VBox):
     def run_search(self, pattern: str) -> None:
         result = find_events(self.trace, pattern)
         self._set_matches(result.event_ids, result.gpu_rows)
-        self.match_count.value = escape(result.message)
+        self._count_message = result.message
+        self._show_count()
+
+    def in_view(self) -> int:
+        """Matches (CPU events and GPU intervals) that overlap the time range in view. The browser
+        sends each zoom and pan to the kernel (jupyter_bokeh), so x_range is the user's view."""
+        x_range = self.timeline.plot.x_range
+        low, high = x_range.start + self._origin_ns, x_range.end + self._origin_ns
+        trace = self.trace
+        cpu = self._matches
+        gpu = self._gpu_matches
+        return int(np.count_nonzero((trace.start_ns[cpu] < high) & (trace.end_ns[cpu] > low))
+                   + np.count_nonzero((trace.gpu_start_ns[gpu] < high) & (trace.gpu_end_ns[gpu] > low)))
+
+    def _show_count(self) -> None:
+        """The search message, with how many of the matches are in view when some are."""
+        message = self._count_message
+        if len(self._matches) + len(self._gpu_matches):
+            message += f" · {self.in_view():,} in view"
+        self.match_count.value = escape(message)
 
     def show_op(self, name: str) -> None:
         """A summary row was clicked: outline every event of that op and the GPU intervals they
@@ -149,7 +172,8 @@ class TraceWidget(ipywidgets.VBox):
         gpu_rows = gpu_launched_by(self.trace, ids)
         self._set_matches(ids, gpu_rows)
         launched = f" + {len(gpu_rows):,} GPU intervals they launched" if len(gpu_rows) else ""
-        self.match_count.value = escape(f"{len(ids):,} events of {printable(name)}{launched}")
+        self._count_message = f"{len(ids):,} events of {printable(name)}{launched}"
+        self._show_count()
 
     def _set_matches(self, event_ids: np.ndarray, gpu_rows: np.ndarray) -> None:
         self.timeline.highlight(event_ids, gpu_rows)
@@ -192,6 +216,10 @@ class TraceWidget(ipywidgets.VBox):
         x_range.update(start=middle - width / 2, end=middle + width / 2)
 
     # -- filters and selection ----------------------------------------------------------------
+
+    def _view_moved(self) -> None:
+        if self._match_index < 0:  # while stepping, the count says "k of n"
+            self._show_count()
 
     def _filter_changed(self, _change) -> None:
         lanes = list(self.lane_filter.value)

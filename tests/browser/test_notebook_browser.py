@@ -99,8 +99,15 @@ def test_search_updates_the_match_count_and_highlights(page, artifacts):
     matches = _settled_count(page, count)
     assert matches > 0
     search.fill("^aten::addmm$")  # a regex: 3 Linear layers x 3 training steps
-    count.locator("text='9 events'").wait_for()
+    count.locator("text=/^9 events · 9 in view$/").wait_for()
     page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === 9")
+    # A zoom in the page onto the first third of the trace (one of the 3 steps' worth of time):
+    # the kernel hears the new range and counts the matches in it.
+    page.evaluate("""() => { const doc = [...Bokeh.index.roots].find(view =>
+            view.el.closest('.nbprof-widget')).model.document;  // the live widget's, not a copy's
+        const plot = [...doc.all_models].find(m => (m.tags || []).includes("nbprof-ready"));
+        const {start, end} = plot.x_range; plot.x_range.setv({start, end: start + (end - start) / 3}); }""")
+    count.locator("text=/^9 events · [0-8] in view$/").wait_for()
     page.locator(f"{PANEL} .nbprof-widget button[title='next match']").first.click()
     count.locator("text='1 of 9'").wait_for()
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_search.png"))

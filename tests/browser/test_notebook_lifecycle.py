@@ -25,8 +25,11 @@ PROFILED_CELLS = 2
 # Timelines drawn in the page: one Bokeh document per live widget or static copy.
 _DRAWN_JS = """() => (window.Bokeh && Bokeh.documents || []).filter(doc =>
     [...doc.all_models].some(m => (m.tags || []).includes("nbprof-ready"))).length"""
-# What a zoom does to the first drawn timeline: its x range narrows, the browser code redraws.
-_ZOOM_JS = """() => { for (const doc of Bokeh.documents) {
+# What a zoom does to the first timeline of a live widget (live = true) or of a static copy: its
+# x range narrows, the browser code redraws.
+_ZOOM_JS = """(live) => { for (const view of Bokeh.index.roots) {
+    if (Boolean(view.el.closest(".nbprof-widget")) !== live) continue;
+    const doc = view.model.document;
     const plot = [...doc.all_models].find(m => (m.tags || []).includes("nbprof-ready"));
     if (!plot) continue;
     const bars = doc.get_model_by_name("nbprof_rendered");
@@ -115,7 +118,8 @@ def test_2_after_a_kernel_restart_the_widget_says_so_and_the_timeline_works(sess
     note = page.locator(f"{PANEL} .nbprof-restarted").first
     note.wait_for(state="visible", timeout=60_000)
     assert "kernel restarted: re-run the cell to search and export" in note.inner_text()
-    assert page.evaluate(_ZOOM_JS)  # zoom still redraws: the timeline lives in the page
+    # zoom still redraws the live widget's timeline: it lives in the page
+    assert page.evaluate(_ZOOM_JS, True)
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(
         path=str(artifacts / "lifecycle_kernel_restarted.png"))
 
@@ -137,7 +141,7 @@ def test_3_a_saved_notebook_reopened_without_its_kernel_shows_the_timeline(sessi
     page.screenshot(path=str(artifacts / "lifecycle_reopened.png"))
     assert len(_visible_text(page, f"{PANEL} .nbprof-static-summary")) == PROFILED_CELLS
     assert not _widget_errors(page)
-    assert page.evaluate(_ZOOM_JS)
+    assert page.evaluate(_ZOOM_JS, False)
     assert _bokeh_errors(errors) == []
 
 
@@ -150,4 +154,4 @@ def test_4_the_saved_notebook_as_html_shows_the_timeline_and_summary(session, ar
     page.wait_for_function(f"() => ({_DRAWN_JS})() >= {PROFILED_CELLS}", timeout=60_000)
     page.screenshot(path=str(artifacts / "lifecycle_nbconvert.png"), full_page=True)
     assert len(_visible_text(page, ".nbprof-static-summary")) == PROFILED_CELLS
-    assert page.evaluate(_ZOOM_JS)
+    assert page.evaluate(_ZOOM_JS, False)

@@ -22,7 +22,7 @@ def trace():
 def test_search_counts_highlights_and_steps_through_matches(trace):
     widget = nbprof.widget(trace, name="steps")
     widget.search.value = "^aten::relu$"  # what typing in the box does
-    assert widget.match_count.value == "30 events"
+    assert widget.match_count.value == "30 events · 30 in view"  # the whole trace is in view
     assert len(widget.timeline.highlighted.data["event_id"]) == 30
     widget.next.click()
     widget.next.click()
@@ -40,6 +40,17 @@ def test_search_counts_highlights_and_steps_through_matches(trace):
     assert len(widget.timeline.highlighted.data["event_id"]) == 0 and widget.match_count.value == ""
 
 
+def test_the_match_count_says_how_many_are_in_view(trace):
+    widget = nbprof.widget(trace)
+    widget.search.value = "^aten::relu$"
+    relu = np.flatnonzero(trace.name_id == trace.names.index("aten::relu"))
+    origin = int(min(trace.start_ns.min(), trace.gpu_start_ns.min(initial=trace.start_ns.min())))
+    # what a zoom in the browser sends the kernel: a window over the first ten relus
+    start, end = trace.start_ns[relu[0]] - origin, trace.end_ns[relu[9]] - origin
+    widget.timeline.plot.x_range.update(start=start, end=end)
+    assert widget.match_count.value == "30 events · 10 in view"
+
+
 def test_summary_is_sortable_and_a_row_highlights_its_op(trace):
     widget = nbprof.widget(trace)
     summary = widget.summary
@@ -53,7 +64,7 @@ def test_summary_is_sortable_and_a_row_highlights_its_op(trace):
     summary.selected = "aten::matmul"  # a click on the row
     ids = widget.timeline.highlighted.data["event_id"]
     assert len(ids) == 30 and {trace.names[trace.name_id[i]] for i in ids} == {"aten::matmul"}
-    assert widget.match_count.value == "30 events of aten::matmul"
+    assert widget.match_count.value == "30 events of aten::matmul · 30 in view"
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +102,7 @@ def test_a_summary_row_outlines_the_gpu_intervals_its_op_launched(alexnet):
     launched = np.flatnonzero(np.isin(alexnet.gpu_launch, addmm))
     assert len(launched) and list(widget.timeline.highlighted_gpu.data["gpu_row"]) == launched.tolist()
     assert widget.match_count.value == (f"{len(addmm)} events of aten::addmm + {len(launched)} GPU "
-                                        "intervals they launched")
+                                        f"intervals they launched · {len(addmm) + len(launched)} in view")
     # aten::linear launches nothing itself: its row outlines what the addmm inside it launched
     widget.summary.selected = "aten::linear"
     assert set(launched) <= set(widget.timeline.highlighted_gpu.data["gpu_row"])
