@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(subst =,,$(subst >,,$(subst <,,$(TORCH_SPEC))))
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test bench lab chromium clean
+.PHONY: demo demo-ddp test bench lab chromium clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,14 @@ chromium: $(CHROMIUM)
 
 demo: $(STAMP)
 	$(VENV)/bin/nbprof run kernels/train_mlp.py -o out/demo.html --trace out/demo.json.gz --table
+
+# Two ranks of a DDP job (gloo on the CPU), each profiled, merged into one page and summarised.
+demo-ddp: $(STAMP)
+	rm -rf out/ddp
+	$(VENV)/bin/torchrun --standalone --nproc-per-node 2 -m nbprof.cli run kernels/ddp_mlp.py \
+		-o "out/ddp/page.rank{rank}.html" --trace "out/ddp/traces/step.rank{rank}.json.gz" -- --slow-rank 1
+	$(VENV)/bin/nbprof view out/ddp/traces -o out/ddp.html
+	$(VENV)/bin/nbprof ranks out/ddp/traces
 
 test: $(STAMP) $(CHROMIUM)
 	$(PY) -m pytest -q tests

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# GPU checks, in one run of at most ~8 minutes (timeouts 270 s + 150 s, and under a minute to start):
+# GPU checks, in one run of at most ~9 minutes (timeouts 270 s + 150 s + 60 s, and under a minute to start):
 #   1. pytest -m gpu tests/gpu   (CUDA-event intervals vs launches, vs torch.cuda.Event, after a
 #      GPU sleep, backward; %%cudaprof on a GPU)
 #   2. bench/bench_record.py --gpu   (overhead and exit time vs torch.profiler with CUPTI)
+#   3. bench/bench_numba.py   (per-launch cost of numba.cuda kernels profiled vs not; needs numba-cuda)
 # Logs go to $OUT (or bench/out/gpu); summary.log says what ran and how it ended.
 #
 # The GPU machine's python3 (3.12, torch 2.11 CUDA) has numba and pytest but not bokeh, IPython
@@ -75,6 +76,11 @@ timeout 150 "$PY" bench/bench_record.py --gpu --rounds 5 2>&1 | grep -v '^USDT:'
 bench_rc=${PIPESTATUS[0]}
 [ "$bench_rc" -eq 0 ] || status=1
 
+timeout 60 "$PY" bench/bench_numba.py --rounds 5 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_numba.log"
+numba_rc=${PIPESTATUS[0]}
+[ "$numba_rc" -eq 0 ] || status=1
+
 echo "gpu tests: rc=$tests_rc, $tests$left_out: $(tail -n 1 "$LOGS/gpu_tests.log")" | tee "$LOGS/summary.log"
 echo "gpu bench: rc=$bench_rc" | tee -a "$LOGS/summary.log"
+echo "gpu numba bench: rc=$numba_rc" | tee -a "$LOGS/summary.log"
 exit $status

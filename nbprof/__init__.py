@@ -16,17 +16,20 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FunctionEvent", "Interval", "Kernel", "Thread", "Trace", "TraceFormatError",
-    "load", "profile", "save_html", "timeline", "widget", "load_ipython_extension",
+    "diff", "load", "profile", "rank_summary", "save_html", "timeline", "widget",
+    "load_ipython_extension",
 ]
 
 # name -> module that defines it; imported on first use (torch and bokeh take seconds to import).
 _LAZY = {
+    "diff": "trace_diff",  # not "diff": a submodule nbprof.diff would shadow the function
     "profile": "profiler",
     "load": "chrome",
     "TraceFormatError": "chrome",
     "timeline": "timeline",
     "save_html": "timeline",
     "widget": "notebook.widget",
+    "rank_summary": "rank_sql",
 }
 
 

@@ -104,6 +104,36 @@ def split_stream_key(key) -> tuple[int, int]:
     return key >> 32, stream - (1 << 32) if stream >= 1 << 31 else stream  # streams can be -1
 
 
+@dataclass(frozen=True)
+class Instants:
+    """Instant events (markers): when, what, and on which thread (an index into
+    ``Trace.threads``; NO_ID for a process- or trace-wide instant). Rows in time order."""
+
+    time_ns: np.ndarray  # int64
+    name: list  # str per row
+    thread: np.ndarray  # int32
+
+    @classmethod
+    def empty(cls) -> "Instants":
+        return cls(np.zeros(0, np.int64), [], np.zeros(0, np.int32))
+
+    def __len__(self) -> int:
+        return len(self.time_ns)
+
+
+@dataclass(frozen=True)
+class CounterSeries:
+    """One counter's samples (a Chrome "C" event's arg over time, e.g. allocated memory):
+    ``name`` is the counter, ``series`` the arg key, ``pid`` the process it belongs to.
+    A value holds from its time until the next sample."""
+
+    name: str
+    series: str
+    pid: int
+    time_ns: np.ndarray  # int64, increasing
+    values: np.ndarray  # float64
+
+
 def _column(values, dtype) -> np.ndarray:
     array = np.ascontiguousarray(values, dtype=dtype)
     if array.ndim != 1:
@@ -126,19 +156,21 @@ class Trace:
       (int64), ``gpu_name_id`` (int32, into ``names``), ``gpu_device`` (int16), ``gpu_stream``
       (int32), ``gpu_launch`` (int32, an event id or NO_ID), ``gpu_kind`` (uint8, into GPU_KINDS).
     Sparse extras, keyed by row: ``event_args``, ``gpu_args`` (dicts), ``shapes``, ``stacks``.
+    Beside the slices: ``instants`` (markers, :class:`Instants`) and ``counters`` (a list of
+    :class:`CounterSeries`), empty unless a loaded file had them.
     """
 
     __slots__ = (
         "start_ns", "end_ns", "thread", "name_id", "category", "depth", "parent", "self_ns",
         "gpu_start_ns", "gpu_end_ns", "gpu_name_id", "gpu_device", "gpu_stream", "gpu_launch",
         "gpu_kind", "names", "threads", "categories", "meta", "event_args", "gpu_args", "shapes",
-        "stacks", "_kernels_by_launch",
+        "stacks", "instants", "counters", "_kernels_by_launch",
     )
 
     def __init__(self, *, start_ns, end_ns, thread, name_id, category, depth, parent, self_ns,
                  gpu_start_ns, gpu_end_ns, gpu_name_id, gpu_device, gpu_stream, gpu_launch,
                  gpu_kind, names, threads, categories=("op",), meta=None, event_args=None,
-                 gpu_args=None, shapes=None, stacks=None):
+                 gpu_args=None, shapes=None, stacks=None, instants=None, counters=()):
         self.start_ns = _column(start_ns, np.int64)
         self.end_ns = _column(end_ns, np.int64)
         self.thread = _column(thread, np.int32)
@@ -162,6 +194,8 @@ class Trace:
         self.gpu_args = gpu_args or {}
         self.shapes = shapes or {}
         self.stacks = stacks or {}
+        self.instants = instants if instants is not None else Instants.empty()
+        self.counters = list(counters)
         self._kernels_by_launch = None
         self._check()
 
@@ -181,7 +215,8 @@ class Trace:
     def build(cls, *, start_ns, end_ns, thread, name_id, names, threads, category=None,
               categories=("op",), gpu_start_ns=(), gpu_end_ns=(), gpu_name_id=(), gpu_device=(),
               gpu_stream=(), gpu_launch=(), gpu_kind=(), meta=None, event_args=None,
-              gpu_args=None, shapes=None, stacks=None) -> "Trace":
+              gpu_args=None, shapes=None, stacks=None, instants=None,
+              counters=()) -> "Trace":
         """A Trace from unsorted columns: sorts events (and GPU intervals) by start, remaps the
         launch ids and the sparse extras to the new order, and computes nesting and self time."""
         from .nesting import nest
@@ -222,6 +257,7 @@ class Trace:
             names=names, threads=threads, categories=categories, meta=meta,
             event_args=remap(event_args, new_id), gpu_args=remap(gpu_args, new_gpu_row),
             shapes=remap(shapes, new_id), stacks=remap(stacks, new_id),
+            instants=instants, counters=counters,
         )
 
     @classmethod
@@ -319,10 +355,50 @@ class Trace:
 
         return table(self, sort_by=sort_by, row_limit=row_limit)
 
+    def steps(self, launch_gap_us: float = 10.0):
+        """The steps of a training loop and where each one's time went (see nbprof/steps.py)."""
+        from .steps import steps
+
+        return steps(self, launch_gap_us=launch_gap_us)
+
+    def kernel_summary(self, *, memory: bool = False, limit: int | None = 20):
+        """Top kernels (``memory=True``: memcpy / memset) by GPU time, with the launching op."""
+        from .kernel_summary import kernel_summary
+
+        return kernel_summary(self, memory=memory, limit=limit)
+
+    def findings(self) -> list[str]:
+        """One-line findings in plain words: GPU idle and why, outlier steps, the top kernel."""
+        from .findings import findings
+
+        return findings(self)
+
     def export_chrome_trace(self, path) -> str:
         from .chrome import export_chrome_trace
 
         return export_chrome_trace(self, path)
+
+    def rank_summary(self):
+        """Per rank: wall time, CPU and GPU busy, time in collectives, steps; the straggler."""
+        from .ranks import rank_summary
+
+        return rank_summary(self)
+
+    def to_parquet(self, path) -> str:
+        """Write the trace as one Parquet file (pyarrow); ``nbprof.load`` reads it back exactly."""
+        from .columnar import write_parquet
+
+        return write_parquet(self, path)
+
+    def to_arrow(self):
+        """The events and GPU intervals as one pyarrow Table (a ``kind`` column tells them apart)."""
+        from .columnar import to_arrow
+
+        return to_arrow(self)
+
+    def to_pandas(self):
+        """:meth:`to_arrow` as a pandas DataFrame, names as a categorical column."""
+        return self.to_arrow().to_pandas()
 
     @property
     def nbytes(self) -> int:

@@ -15,9 +15,11 @@ import torch
 
 from .convert import cpu_records_to_trace, legacy_records_to_trace
 from .events import Thread, Trace
+from .ranks import distributed_meta  # rank, world size, local rank, host under torchrun
 from .record.cuda_events import LegacyCudaRecorder, legacy_cuda_available
 from .record.interrupts import interrupts_held
 from .record.kineto_cpu import KinetoCpuRecorder
+from .record.numba_launches import NumbaLaunchRecorder
 from .record.threads import ThreadNames, name_threads
 
 _state_lock = threading.Lock()
@@ -65,6 +67,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         self.trace: Trace | None = None
         self._recorder = None
         self._meta: dict = {}
+        self._numba_launches = NumbaLaunchRecorder(gpu=False)
 
     def __enter__(self) -> "profile":
         global _active_profile
@@ -89,6 +92,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                     self._thread_names.start()
                     self._start_recorder()
                     recording = True
+                    self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])
+                    self._numba_launches.start()
                     _active_profile = self
             except BaseException as error:
                 self._abandon_start(recording)
@@ -106,6 +111,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         global _active_profile
         _active_profile = None
         self._thread_names.stop()
+        self._numba_launches.stop()
         if recording:
             with interrupts_held():
                 self._recorder.stop()
@@ -140,7 +146,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 f"cuda=True, but torch {torch.__version__} sees no GPU "
                 "(torch.cuda.is_available() is False). Use cuda=None to record the CPU only.")
         options = dict(record_shapes=self.record_shapes, with_stack=self.with_stack)
-        meta = {"torch_version": torch.__version__, "pid": os.getpid()}
+        meta = {"torch_version": torch.__version__, "pid": os.getpid(), **distributed_meta()}
         if has_gpu and self.cuda is not False:
             meta["device_names"] = {device: torch.cuda.get_device_name(device)
                                     for device in range(torch.cuda.device_count())}
@@ -166,10 +172,12 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         # through: the profiler is never left on, and prof.trace holds what was recorded.
         with interrupts_held():
             try:
+                self._numba_launches.stop()  # restores numba's launch path; never raises
                 raw = self._recorder.stop()
             finally:
                 known_names = self._thread_names.stop()
                 with _state_lock:
                     _active_profile = None
-            self.trace = self._to_trace(raw, known_names)
+            self.trace = self._numba_launches.add_to(self._to_trace(raw, known_names),
+                                                     known_names)
         return False  # exceptions from the block propagate

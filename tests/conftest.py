@@ -1,6 +1,12 @@
+import os
 import pathlib
 
 import pytest
+
+# numba.cuda reads NUMBA_ENABLE_CUDASIM once, when it is first imported (nbprof.profile imports
+# it): without an NVIDIA device the whole session runs numba kernels on numba's CPU simulator.
+if not os.path.exists("/dev/nvidiactl"):
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Real torch.profiler traces live beside the project's root, read in place (never copied in).

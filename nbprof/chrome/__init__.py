@@ -16,36 +16,65 @@ import numpy as np
 from .export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
 from .kineto import KinetoLoad
 from .loader import NbprofLoad, nbprof_block
+from .phases import INSTANT_PHASES, counter_events, instant_events, paired_begin_ends
+from .rawfile import DEFAULT_MAX_BYTES
 from .read import TraceFormatError, paused_gc, phase_rows, pick, read_trace, x_slices
 from ..events import Trace
 
-__all__ = ["TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict", "export_chrome_trace",
-           "load"]
+__all__ = ["DEFAULT_MAX_BYTES", "TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict",
+           "export_chrome_trace", "load"]
 
 
-def load(path) -> Trace:
+def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True) -> Trace:
     """A Trace from a Chrome trace file (``.json`` or ``.json.gz``, gzip recognised by its
     bytes): nbprof's own exports and torch.profiler / Kineto traces. Raises
     :class:`TraceFormatError` (naming the file, and the first bad event) for what it cannot
-    read.
+    read; what it could read only after a repair (invalid UTF-8, a file cut off while it was
+    written) or had to leave out is said in ``trace.meta["notes"]``.
 
-    From a Kineto file, every CPU-side X slice becomes an event and every GPU slice a kernel;
-    a kernel's ``launch_id`` is the op around its cudaLaunchKernel call (not the runtime call
+    From a Kineto file, every CPU-side X slice (and B/E pair) becomes an event and every GPU
+    slice a kernel; instant events become ``trace.instants`` and counters ``trace.counters``.
+    A kernel's ``launch_id`` is the op around its cudaLaunchKernel call (not the runtime call
     itself), so ``FunctionEvent.kernels`` and ``key_averages()``' CUDA totals sit on aten ops,
-    as in torch's own summaries. The loader module says how each link is found."""
+    as in torch's own summaries. The loader module says how each link is found.
+
+    ``max_bytes`` caps the uncompressed size read (8 GiB by default, per file), so that a gzip
+    bomb or a runaway file fails fast instead of filling memory.
+
+    A list of paths, a folder or a glob loads every file as one rank of a job and merges them
+    (:mod:`nbprof.ranks`: lanes by rank, clocks aligned unless ``align=False``); a ``.parquet``
+    file is one written by ``trace.to_parquet`` (:mod:`nbprof.columnar`)."""
+    from .. import ranks
+
+    if ranks.is_many(path):
+        return ranks.load_many(path, lambda one: load(one, max_bytes=max_bytes), align=align)
+    if str(path).endswith(".parquet"):
+        from ..columnar import read_parquet
+
+        return read_parquet(path)
     with paused_gc():
-        return _load(pathlib.Path(path))
+        return _load(pathlib.Path(path), int(max_bytes))
 
 
-def _load(path: pathlib.Path) -> Trace:
-    data, events = read_trace(path)
-    block = nbprof_block(data)
+def _load(path: pathlib.Path, max_bytes: int) -> Trace:
+    data, events, notes = read_trace(path, max_bytes)
+    block, block_problem = nbprof_block(data)
     if not events and block is None:
         raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")
     rows = phase_rows(events)
-    slices = x_slices(events, rows["X"], path)
+    pairs, pair_rows, unmatched = paired_begin_ends(events, rows["B"], rows["E"])
+    slices = x_slices(events, rows["X"], path, pairs, pair_rows)
     metadata = pick(events, rows["M"])
     flow_points = pick(events, np.concatenate([rows["s"], rows["f"]]))
+    instants = instant_events(events, np.sort(np.concatenate([rows[p] for p in INSTANT_PHASES])))
+    counters = counter_events(events, rows["C"])
     skipped = len(events) - sum(map(len, rows.values()))
     loader = NbprofLoad(block, slices) if block else KinetoLoad(data, slices, metadata)
-    return loader.trace(flow_points, skipped=skipped)
+    loader.path = path
+    loader.notes += notes
+    if block_problem:
+        loader.notes.append(block_problem)
+    if unmatched:
+        loader.notes.append(f"{unmatched} B/E (begin/end) events found no partner on their "
+                            f"thread and were left out")
+    return loader.trace(flow_points, skipped=skipped, instants=instants, counters=counters)

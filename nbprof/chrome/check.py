@@ -19,7 +19,7 @@ import math
 import pathlib
 from collections import defaultdict
 
-from .read import TraceFormatError, read_json
+from .read import MAX_TIME_US, TraceFormatError, read_json
 
 MAX_PER_RULE = 5  # problems reported per rule; the rest are counted
 
@@ -41,6 +41,11 @@ def check_chrome_trace(data_or_path) -> list[str]:
     if not timed:
         return report.problems()
     origin = min(event["ts"] for _index, event in timed)
+    last = max(event["ts"] + (event["dur"] if event.get("ph") == "X" else 0)
+               for _index, event in timed)
+    if last - origin > MAX_TIME_US:
+        report.add("numbers", f"the events span {last - origin:.3g} µs, more than "
+                              f"{MAX_TIME_US:.3g} µs (146 years): some ts are wrong")
     slices, points = defaultdict(list), []
     for index, event in timed:
         lane = (event.get("pid"), event.get("tid"))
@@ -78,18 +83,40 @@ def _timed_events(events, report) -> list:
             report.add("not an object", f"event {index} is not a JSON object")
             continue
         phase = event.get("ph")
+        fields = ("pid", "tid", "id") if phase in ("s", "f") else ("pid", "tid")
+        not_ids = [key for key in fields if not _scalar(event.get(key))]
+        if not_ids:  # a list or an object: it names no lane or flow
+            report.add("ids", f"event {index} ({_text(phase)} {_text(event.get('name'))}): "
+                              f"{', '.join(not_ids)} not a string or a number")
+            continue
+        if "name" in event and not isinstance(event["name"], str):
+            report.add("names", f"event {index} ({_text(phase)}): name "
+                                f"{_text(event['name'])} is not a string")
         if phase == "M":
             continue
         numbers = ("ts", "dur") if phase == "X" else ("ts",)
         bad = [key for key in numbers if not _finite(event.get(key))]
         if bad:
-            report.add("numbers", f"event {index} ({phase} {event.get('name')!r}): "
+            report.add("numbers", f"event {index} ({_text(phase)} {_text(event.get('name'))}): "
                                   f"{', '.join(bad)} missing or not a finite number")
         elif phase == "X" and event["dur"] < 0:
-            report.add("numbers", f"event {index} (X {event.get('name')!r}): negative dur")
+            report.add("numbers", f"event {index} (X {_text(event.get('name'))}): negative dur")
+        elif any(abs(event[key]) > MAX_TIME_US for key in numbers):
+            report.add("numbers", f"event {index} ({_text(phase)} {_text(event.get('name'))}): "
+                                  f"ts or dur beyond {MAX_TIME_US:.3g} µs (146 years)")
         else:
             timed.append((index, event))
     return timed
+
+
+def _scalar(value) -> bool:
+    return value is None or isinstance(value, (str, int, float))
+
+
+def _text(value) -> str:
+    """A value from the file, quoted and cut short for a message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _finite(value) -> bool:
@@ -108,6 +135,8 @@ def _check_names(events, slices, points, report) -> None:
         if isinstance(event, dict) and event.get("ph") == "M":
             name = event.get("name")
             pid = event.get("pid")
+            if not (_scalar(name) and _scalar(pid) and _scalar(event.get("tid"))):
+                continue  # reported by _timed_events
             given[name].add(pid if str(name).startswith("process") else (pid, event.get("tid")))
     lanes = set(slices) | {lane for _index, _event, lane, _start in points}
     pids = {pid for pid, _tid in lanes}

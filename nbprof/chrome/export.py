@@ -26,6 +26,7 @@ import zlib
 import numpy as np
 import orjson
 
+from ..atomic import write_file
 from .lanes import assign_lanes
 from .read import paused_gc
 from ..events import GPU_KINDS, Trace
@@ -52,14 +53,8 @@ def export_chrome_trace(trace: Trace, path) -> str:
         raise ValueError(f"cannot tell the format of {str(path)!r}: name the file *.json or "
                          f"*.json.gz")
     data = chrome_trace_bytes(trace, gzip=suffixes.endswith(".gz"))
-    try:
-        with open(target, "wb") as out:
-            out.write(data)
-    except OSError as error:
-        # Same exception type (PermissionError, FileNotFoundError, ...), with a message that
-        # says what was being written and where.
-        raise type(error)(error.errno, f"cannot write the Chrome trace: {error.strerror}; "
-                          f"choose a writable path", str(target)) from error
+    # A failure (full disk, Ctrl-C) leaves any earlier file at that path as it was.
+    write_file(target, data, "the Chrome trace")
     return str(target)
 
 
@@ -89,14 +84,34 @@ def _json_pieces(trace: Trace):
     and commas between them are put in here. Serialising in chunks keeps the event dicts of
     one chunk alive at a time: a million events peaked at +580 MB as one list."""
     top, chunks = _top_and_event_chunks(trace)
-    head = orjson.dumps(top, option=_JSON_OPTIONS, default=_fallback)
+    head = _dumps(top)
     yield head[:-1] + b',"traceEvents":['  # top is never empty: it has schemaVersion
     separator = b""
     for chunk in chunks:
         if chunk:
-            yield separator + orjson.dumps(chunk, option=_JSON_OPTIONS, default=_fallback)[1:-1]
+            yield separator + _dumps(chunk)[1:-1]
             separator = b","
     yield b"]}"
+
+
+def _dumps(value) -> bytes:
+    try:
+        return orjson.dumps(value, option=_JSON_OPTIONS, default=_fallback)
+    except TypeError as error:
+        if "64-bit" not in str(error):
+            raise
+        # An int past 64 bits in args a file held (JSON allows it, orjson writes none): as text.
+        return orjson.dumps(_without_big_ints(value), option=_JSON_OPTIONS, default=_fallback)
+
+
+def _without_big_ints(value):
+    if isinstance(value, int) and not -(1 << 63) <= value < 1 << 64:
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _without_big_ints(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_big_ints(item) for item in value]
+    return value
 
 
 def _fallback(value):
@@ -141,6 +156,30 @@ def _event_chunks(trace: Trace, cpu, gpu):
     launched = np.flatnonzero(trace.gpu_launch >= 0)
     for start in range(0, len(launched), CHUNK_ROWS // 2):
         yield _flows(trace, cpu, gpu, launched[start:start + CHUNK_ROWS // 2])
+    yield _instants(trace)
+    for series in trace.counters:
+        yield _counter_samples(series)
+
+
+def _instants(trace: Trace) -> list[dict]:
+    """An "i" event per instant: on its thread's own lane, or trace-wide ("s": "g")."""
+    instants = trace.instants
+    pid = [t.pid for t in trace.threads]
+    tid = [t.tid for t in trace.threads]
+    first_pid = pid[0] if pid else 0
+    return [{"ph": "i", "name": name, "ts": ts, "s": "t", "pid": pid[thread], "tid": tid[thread]}
+            if thread >= 0 else
+            {"ph": "i", "name": name, "ts": ts, "s": "g", "pid": first_pid, "tid": 0}
+            for name, ts, thread in zip(instants.name, _micros(instants.time_ns),
+                                        instants.thread.tolist())]
+
+
+def _counter_samples(series) -> list[dict]:
+    """A "C" event per sample of one counter series (Chrome merges one pid and name's series
+    into one track)."""
+    return [{"ph": "C", "name": series.name, "pid": series.pid, "tid": 0, "ts": ts,
+             "args": {series.series: value}}
+            for ts, value in zip(_micros(series.time_ns), series.values.tolist())]
 
 
 class _Lanes:

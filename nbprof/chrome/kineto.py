@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict, deque
 from itertools import repeat
 
 import numpy as np
 
 from .loader import (FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load,
-                          arg_values, category_flags)
-from .read import pick
+                     category_flags, id_values, int_ids)
+from .read import canonical_id, hashable, pick
 from ..events import KIND_OTHER, NO_ID, Trace
 
 
@@ -20,7 +21,10 @@ class KinetoLoad(Load):
         self.process_names, self.process_labels, self.thread_names = {}, {}, {}
         self.process_sort, self.thread_sort = {}, {}
         for event in metadata:
-            args, pid, kind = event.args, event.pid, event.name
+            if not (hashable(event.pid) and hashable(event.tid)):
+                continue  # names a lane no slice can be on
+            args, pid, kind = event.args, canonical_id(event.pid), event.name
+            tid = canonical_id(event.tid)
             args = args if isinstance(args, dict) else {}
             if kind == "process_name":
                 self.process_names[pid] = str(args.get("name", ""))
@@ -29,9 +33,9 @@ class KinetoLoad(Load):
             elif kind == "process_sort_index":
                 self.process_sort[pid] = args.get("sort_index")
             elif kind == "thread_name":  # the last name given wins (Kineto renames threads)
-                self.thread_names[(pid, event.tid)] = str(args.get("name", ""))
+                self.thread_names[(pid, tid)] = str(args.get("name", ""))
             elif kind == "thread_sort_index":
-                self.thread_sort[(pid, event.tid)] = args.get("sort_index")
+                self.thread_sort[(pid, tid)] = args.get("sort_index")
         self.pid_ids: dict = {}  # the file's pid -> an int pid (set with the threads)
 
     def gpu_rows_mask(self):
@@ -51,22 +55,28 @@ class KinetoLoad(Load):
                     _sortable(self.thread_sort.get(key, tid)))
 
         ordered = sorted(distinct, key=order)
-        self.pid_ids = _int_ids(list(dict.fromkeys(pid for pid, _tid in ordered)))
-        tid_ids = _int_ids([tid for _pid, tid in ordered])
+        self.pid_ids = int_ids(list(dict.fromkeys(pid for pid, _tid in ordered)))
+        tid_ids = int_ids([tid for _pid, tid in ordered])
         threads = [(self.pid_ids[pid], tid_ids[tid],
                     self.thread_names.get((pid, tid)) or _default_name(tid))
                    for pid, tid in ordered]
         lane = {key: index for index, key in enumerate(ordered)}
+        self.lane_index = lane
         return [lane[key] for key in distinct], threads
+
+    def counter_pid(self, pid) -> int:
+        if pid in self.pid_ids:
+            return self.pid_ids[pid]
+        return super().counter_pid(pid)
 
     def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows):
         """Per GPU row, the CPU row (index into cpu_rows) of the runtime call that launched it."""
         runtime_rows = np.flatnonzero(self._runtime_mask(cpu_rows))
         # The last runtime call with a correlation wins, as Kineto writes one per launch.
-        by_correlation = dict(zip(arg_values(pick(cpu_args, runtime_rows), "correlation"),
+        by_correlation = dict(zip(id_values(pick(cpu_args, runtime_rows), "correlation"),
                                   runtime_rows.tolist()))
         by_correlation.pop(None, None)  # runtime calls without one
-        launch = np.fromiter(map(by_correlation.get, arg_values(gpu_args, "correlation"),
+        launch = np.fromiter(map(by_correlation.get, id_values(gpu_args, "correlation"),
                                  repeat(NO_ID)), np.int32, len(gpu_args))
         if (launch == NO_ID).any():
             self._link_by_external_id(launch, cpu_rows, cpu_args, gpu_args)
@@ -81,7 +91,6 @@ class KinetoLoad(Load):
         # For files whose slices lack correlation ids. A flow's s sits at its runtime slice's
         # ts on the same thread, its f at the GPU slice's ts on the same stream: both ends are
         # matched on (pid, tid, ts) exactly. A flow with one end missing links nothing.
-        flows = [event for event in flows if str(event.cat).lower() in FLOW_CATEGORIES]
         s = self.slices
         every_row = np.arange(len(s.ts))
         pid, tid, ts = s.pid.values(every_row), s.tid.values(every_row), s.ts.tolist()
@@ -93,14 +102,11 @@ class KinetoLoad(Load):
                        zip((kind != KIND_OTHER for kind in kinds), range(len(gpu_rows)),
                            gpu_rows.tolist()))}
         unlinked = {key: index for key, index in landing.items() if launch[index] == NO_ID}
-        gpu_row_of_flow = {}
-        for end in flows:
-            if end.ph == "f":
-                gpu_row = unlinked.get((end.pid, end.tid, _float(end.ts)))
-                if gpu_row is not None:
-                    gpu_row_of_flow[end.id] = gpu_row
-        wanted = {(start.pid, start.tid, _float(start.ts)): gpu_row_of_flow[start.id]
-                  for start in flows if start.ph == "s" and start.id in gpu_row_of_flow}
+        wanted = {}  # (pid, tid, ts) of a flow's s -> the GPU row its f lands on
+        for start, end in self._flow_pairs(flows):
+            gpu_row = unlinked.get(end)
+            if gpu_row is not None:
+                wanted[start] = gpu_row
         if not wanted:
             return
         for index, row in enumerate(cpu_rows.tolist()):
@@ -108,16 +114,52 @@ class KinetoLoad(Load):
             if gpu_row is not None and launch[gpu_row] == NO_ID:
                 launch[gpu_row] = index
 
+    def _flow_pairs(self, flows) -> list:
+        """The (pid, tid, ts) of each ac2g flow's s and f, paired by id *and* time: a file may
+        reuse an id, so each f takes the earliest s of its id still open before it (kernels
+        run in launch order). An f with several s open is counted as ambiguous in a note."""
+        by_id = defaultdict(list)
+        unusable = 0
+        for event in flows:
+            if str(event.cat).lower() not in FLOW_CATEGORIES:
+                continue
+            at = _float(event.ts)
+            if at is None or not (hashable(event.id) and hashable(event.pid)
+                                  and hashable(event.tid)):
+                unusable += 1
+                continue
+            # f after s on ties: a flow's ends can share a ts
+            by_id[event.id].append((at, event.ph == "f",
+                                    (canonical_id(event.pid), canonical_id(event.tid), at)))
+        pairs, ambiguous = [], 0
+        for ends in by_id.values():
+            ends.sort(key=lambda end: (end[0], end[1]))
+            open_starts = deque()
+            for _at, is_end, where in ends:
+                if not is_end:
+                    open_starts.append(where)
+                elif open_starts:
+                    ambiguous += len(open_starts) > 1
+                    pairs.append((open_starts.popleft(), where))
+        if unusable:
+            self.notes.append(f"{unusable} flow events had a list or an object for id, pid or "
+                              f"tid, or no numeric ts: they link nothing")
+        if ambiguous:
+            self.notes.append(f"{ambiguous} flow ends (f) had several flow starts (s) of their "
+                              f"id open before them: each was paired with the earliest, which "
+                              f"may be the wrong launch")
+        return pairs
+
     def _link_by_external_id(self, launch, cpu_rows, cpu_args, gpu_args):
         # A GPU annotation (and a kernel whose runtime call is missing) shares its External id
         # with the CPU op or annotation it belongs to; runtime calls share it too: skip them.
         unlinked = np.flatnonzero(launch == NO_ID)
-        wanted = arg_values(pick(gpu_args, unlinked), "External id")
+        wanted = id_values(pick(gpu_args, unlinked), "External id")
         if not any(value is not None for value in wanted):
             return
         others = np.flatnonzero(~self._runtime_mask(cpu_rows))
         # The first op or annotation with an External id wins (reversed: a dict keeps the last).
-        by_external = dict(zip(reversed(arg_values(pick(cpu_args, others), "External id")),
+        by_external = dict(zip(reversed(id_values(pick(cpu_args, others), "External id")),
                                reversed(others.tolist())))
         by_external.pop(None, None)
         launch[unlinked] = np.fromiter(map(by_external.get, wanted, repeat(NO_ID)), np.int32,
@@ -144,7 +186,7 @@ class KinetoLoad(Load):
 
     def meta(self, base_ns):
         data = self.data
-        base_ns += int(data.get("baseTimeNanoseconds") or 0)
+        base_ns += self._file_base_ns()
         meta = {"backend": "kineto", "base_time_ns": base_ns}
         distributed = data.get("distributedInfo")
         if isinstance(distributed, dict):
@@ -153,16 +195,45 @@ class KinetoLoad(Load):
                     meta[key] = distributed[key]
         devices = data.get("deviceProperties")
         if isinstance(devices, list) and devices:
-            meta["device_names"] = {int(d["id"]): str(d.get("name", "")) for d in devices
-                                    if isinstance(d, dict) and "id" in d}
+            meta["device_names"] = names = {}
+            for device in devices:
+                number = _as_device(device.get("id")) if isinstance(device, dict) else None
+                if number is None:
+                    self.notes.append(f"a deviceProperties entry has no device number for an "
+                                      f"id: {str(device)[:80]}; its name was not used")
+                else:
+                    names[number] = str(device.get("name", ""))
         meta["process_names"] = {str(self.pid_ids[pid]): name
                                  for pid, name in self.process_names.items()
-                                 if pid in self.pid_ids}
+                                 if hashable(pid) and pid in self.pid_ids}
         # Whatever else the file's top level says (deviceProperties, distributedInfo, INFO, ...).
         meta["file_metadata"] = {key: value for key, value in data.items()
                                  if key != "traceEvents"}
         meta["notes"] = self.notes
         return meta
+
+    def _file_base_ns(self) -> int:
+        value = self.data.get("baseTimeNanoseconds")
+        if value is None:
+            return 0
+        number = _as_device(value, limit=1 << 62)
+        if number is None:
+            self.notes.append(f"the file's baseTimeNanoseconds ({str(value)[:40]!r}) is no "
+                              f"whole number of ns: the trace's wall-clock start is unknown")
+            return 0
+        return number
+
+
+def _as_device(value, limit=1 << 15):
+    """An int id (a device number, a ns count) from a file's number or numeric string; None
+    for anything else or beyond ``limit``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and -limit <= value < limit else None
 
 
 def _default_name(tid) -> str:
@@ -181,20 +252,3 @@ def _sortable(value):
     return value if isinstance(value, (int, float)) else float("inf")
 
 
-def _int_ids(values: list) -> dict:
-    """An int for each pid or tid: ints (and numeric strings) as they are; other strings (Kineto's
-    "Spans", "PyTorch Profiler") get ids past the largest int."""
-    numeric = {}
-    for value in values:
-        if isinstance(value, int):
-            numeric[value] = value
-        elif isinstance(value, float) and value.is_integer():
-            numeric[value] = int(value)
-        elif isinstance(value, str) and value.lstrip("-").isdigit():
-            numeric[value] = int(value)
-    next_id = max(numeric.values(), default=0) + 1
-    for value in values:
-        if value not in numeric:
-            numeric[value] = next_id
-            next_id += 1
-    return numeric

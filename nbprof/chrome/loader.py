@@ -33,8 +33,8 @@ from operator import contains, methodcaller
 import numpy as np
 
 from .export import FORMAT_VERSION, GPU_KIND_CATEGORY, SHAPES_KEY, STACK_KEY
-from .read import TraceFormatError, pick
-from ..events import GPU_KINDS, NO_ID, KIND_OTHER, Trace
+from .read import MAX_TIME_US, TraceFormatError, hashable, pick
+from ..events import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
 from ..nesting import nest
 
 # Kineto's GPU-side categories (lower-cased; older files capitalise them) -> GPU kind.
@@ -45,12 +45,69 @@ GPU_CATEGORY_KIND = {
 }
 RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
+MAX_CATEGORIES = 256  # Trace.category is uint8
+OTHER_CATEGORIES = "(other categories)"
 
 
-def nbprof_block(data) -> dict | None:
-    """The "nbprof" block of one of nbprof's own exports, or None for any other file."""
+def nbprof_block(data) -> tuple[dict | None, str | None]:
+    """The "nbprof" block of one of nbprof's own exports (None for any other file), and what
+    is wrong with it where it is malformed: such a file is then read as a plain Chrome trace
+    (its slices are all there; only what the block adds is lost)."""
     block = data.get("nbprof") if isinstance(data, dict) else None
-    return block if isinstance(block, dict) and block.get("version") == FORMAT_VERSION else None
+    if not (isinstance(block, dict) and block.get("version") == FORMAT_VERSION):
+        return None, None
+    problem = _block_problem(block)
+    if problem:
+        return None, (f"the file's \"nbprof\" block is malformed ({problem}): it was read as a "
+                      f"plain Chrome trace")
+    return block, None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -(1 << 63) <= value < 1 << 63
+
+
+def _block_problem(block: dict) -> str | None:
+    """What is wrong with an "nbprof" block, or None: every field the loader reads is checked
+    for its type, so a hand-edited or damaged block cannot fail half-way through loading."""
+    def ints(values, width=None):
+        return isinstance(values, list) and all(
+            _is_int(v) for v in values) and (width is None or len(values) == width)
+
+    threads = block.get("threads", [])
+    if not (isinstance(threads, list) and all(
+            isinstance(t, list) and len(t) == 3 and ints(t[:2]) and isinstance(t[2], str)
+            for t in threads)):
+        return "'threads' is not a list of [pid, tid, name]"
+    extra = block.get("extra_tids", [])
+    if not (isinstance(extra, list) and all(ints(t, 3) and 0 <= t[2] < len(threads)
+                                            for t in extra)):
+        return "'extra_tids' is not a list of [pid, tid, thread index]"
+    categories = block.get("categories", [])
+    if not (isinstance(categories, list) and all(isinstance(c, str) for c in categories)
+            and len(set(categories)) == len(categories)):
+        return "'categories' is not a list of distinct strings"
+    if not hashable(block.get("gpu_pid")):
+        return "'gpu_pid' is not a number or a string"
+    if not ints(block.get("gpu_launch", [])):
+        return "'gpu_launch' is not a list of ints"
+    meta = block.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        return "'meta' is not an object"
+    meta = meta or {}
+    names = meta.get("device_names")
+    if names is not None and not (isinstance(names, dict) and all(
+            k.lstrip("-").isdigit() and len(k) < 18 for k in names)):
+        return "'meta.device_names' does not map device numbers to names"
+    for key in ("notes",):
+        if key in meta and not isinstance(meta[key], list):
+            return f"'meta.{key}' is not a list"
+    for key in ("process_names",):
+        if key in meta and not isinstance(meta[key], dict):
+            return f"'meta.{key}' is not an object"
+    if "base_time_ns" in meta and not _is_int(meta["base_time_ns"]):
+        return "'meta.base_time_ns' is not an int"
+    return None
 
 
 class Load:
@@ -59,6 +116,8 @@ class Load:
     def __init__(self, slices):
         self.slices = slices
         self.notes: list[str] = []
+        self.path = "the trace"  # for messages; _load sets the file's
+        self.lane_index: dict = {}  # (pid, tid) -> thread index, set by thread_table
 
     # -- what each format says its own way (NbprofLoad, kineto.KinetoLoad) -------------
     def gpu_rows_mask(self) -> np.ndarray:
@@ -87,13 +146,20 @@ class Load:
         raise NotImplementedError
 
     # -- the shared part --------------------------------------------------------------------
-    def trace(self, flows: list, skipped: int) -> Trace:
-        """The Trace of the file's X slices; ``flows`` are its s/f events, ``skipped`` how
-        many other events (instant, counter, ...) it has."""
+    def trace(self, flows: list, skipped: int, instants=None, counters=None) -> Trace:
+        """The Trace of the file's X slices (and B/E pairs); ``flows`` are its s/f events,
+        ``instants`` and ``counters`` its "i" and "C" events as phases read them, ``skipped``
+        how many other events it has."""
         s = self.slices
         is_gpu = self.gpu_rows_mask()
         origin_us = self.origin_us()
-        start_ns = np.rint((s.ts - origin_us) * 1000.0).astype(np.int64)
+        relative_us = s.ts - origin_us
+        if len(s.ts) and not (relative_us.min() >= -MAX_TIME_US
+                              and (relative_us + s.dur).max() <= MAX_TIME_US):
+            raise TraceFormatError(f"{self.path}: its slices span more than {MAX_TIME_US:.3g} µs "
+                                   f"(146 years), more than a trace's ns times hold; some ts "
+                                   f"are wrong: fix or remove those events")
+        start_ns = np.rint(relative_us * 1000.0).astype(np.int64)
         end_ns = start_ns + np.rint(s.dur * 1000.0).astype(np.int64)
         # Rows in the order a Trace keeps: CPU by start, the enclosing one first on ties (as
         # Trace.build sorts); GPU by start then end. Sorting here, before any per-row dict is
@@ -108,14 +174,13 @@ class Load:
         distinct, pair = distinct_pairs(s.pid.codes[cpu_rows], s.pid.table, tid_codes, tid_table)
         thread_of_pair, threads = self.thread_table(distinct)
         thread = np.array(thread_of_pair, np.int32)[pair] if distinct else pair
-        categories, category = _category_column(self.categories(), s.cat.table,
-                                                s.cat.codes[cpu_rows])
+        categories, category = self._category_column(s.cat.table, s.cat.codes[cpu_rows])
         cpu_args, gpu_args = pick(s.args, cpu_rows), pick(s.args, gpu_rows)
         launch = self.launches(cpu_rows, gpu_rows, cpu_args, gpu_args, flows)
         event_args, shapes, stacks = _split_args(cpu_args)
         if skipped:
-            self.notes.append(f"{skipped} events other than X, M and flow events were skipped "
-                              f"(instant events, counters, ...)")
+            self.notes.append(f"{skipped} events of phases nbprof does not read (async, object, "
+                              f"sample, ...) were skipped")
         cpu_start, cpu_end = start_ns[cpu_rows], end_ns[cpu_rows]
         depth, parent, self_ns = nest(cpu_start, cpu_end, thread)
         trace = Trace(
@@ -125,10 +190,69 @@ class Load:
             gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows, gpu_args),
             gpu_stream=self.streams(gpu_rows, gpu_args), gpu_launch=launch,
             gpu_kind=self.gpu_kinds(gpu_rows), names=s.name.table, threads=threads,
-            categories=categories, meta=self.meta(round(origin_us * 1000)),
+            categories=categories,
+            instants=self._instants(instants, origin_us) if instants else None,
+            counters=self._counters(counters, origin_us) if counters else (),
             event_args=event_args, shapes=shapes, stacks=stacks,
-            gpu_args={row: args for row, args in enumerate(gpu_args) if args})
+            gpu_args={row: args for row, args in enumerate(gpu_args) if args},
+            meta=self.meta(round(origin_us * 1000)))
         return self.finish(trace)
+
+    def _in_range_ns(self, ts_us: np.ndarray, origin_us: float, what: str):
+        """ns from the origin, and which of ``ts_us`` fit (the rest are noted and dropped)."""
+        relative = ts_us - origin_us
+        fits = np.abs(relative) <= MAX_TIME_US
+        if not fits.all():
+            self.notes.append(f"{int((~fits).sum())} {what} with a ts beyond {MAX_TIME_US:.3g} µs "
+                              f"from the trace's start were left out")
+        return np.rint(relative[fits] * 1000.0).astype(np.int64), fits
+
+    def _instants(self, found, origin_us) -> Instants:
+        if found.skipped:
+            self.notes.append(f"{found.skipped} instant events without a numeric ts or with a "
+                              f"list for pid/tid were left out")
+        time_ns, fits = self._in_range_ns(np.array(found.ts, np.float64), origin_us,
+                                          "instant events")
+        thread = np.array([NO_ID if tid is None else self.lane_index.get((pid, tid), NO_ID)
+                           for pid, tid in zip(found.pid, found.tid)], np.int32)[fits]
+        names = list(compress(found.name, fits.tolist()))
+        order = np.argsort(time_ns, kind="stable")
+        return Instants(time_ns=time_ns[order], name=pick(names, order), thread=thread[order])
+
+    def _counters(self, found, origin_us) -> list:
+        if found.skipped:
+            self.notes.append(f"{found.skipped} counter samples without a numeric ts or value "
+                              f"were left out")
+        series = []
+        for (pid, name, key), (times, values) in found.series.items():
+            time_ns, fits = self._in_range_ns(np.array(times, np.float64), origin_us,
+                                              f"samples of counter {name!r}")
+            order = np.argsort(time_ns, kind="stable")
+            series.append(CounterSeries(name=name, series=key, pid=self.counter_pid(pid),
+                                        time_ns=time_ns[order],
+                                        values=np.array(values, np.float64)[fits][order]))
+        return series
+
+    def counter_pid(self, pid) -> int:
+        """The int pid a counter's process has in the Trace's threads (-1 where unknown)."""
+        return pid if isinstance(pid, int) else NO_ID
+
+    def _category_column(self, cat_table: list, cat_codes: np.ndarray):
+        """The categories table (the format's own first, then the file's, in first-seen order)
+        and each CPU slice's index into it. Categories past the 256 a Trace keeps share the
+        last one, "(other categories)", and a note says so."""
+        position = {category: index for index, category in enumerate(self.categories())}
+        code_of = np.zeros(max(len(cat_table), 1), np.int64)
+        for code in np.unique(cat_codes).tolist():  # first-seen order: cat_table's codes are
+            code_of[code] = position.setdefault(cat_table[code], len(position))
+        if len(position) > MAX_CATEGORIES:
+            self.notes.append(f"the file has {len(position)} event categories, more than the "
+                              f"{MAX_CATEGORIES} a trace keeps: the last "
+                              f"{len(position) - MAX_CATEGORIES + 1} share {OTHER_CATEGORIES!r}")
+            code_of = np.minimum(code_of, MAX_CATEGORIES - 1)
+            position = dict(list(position.items())[:MAX_CATEGORIES - 1])
+            position[OTHER_CATEGORIES] = MAX_CATEGORIES - 1
+        return list(position), code_of[cat_codes].astype(np.uint8)
 
     def finish(self, trace: Trace) -> Trace:
         return trace
@@ -167,10 +291,15 @@ class NbprofLoad(Load):
         threads = [tuple(thread) for thread in self.block.get("threads", [])]
         lanes = {(pid, tid): index for index, (pid, tid, _name) in enumerate(threads)}
         lanes.update({(pid, tid): index for pid, tid, index in self.block.get("extra_tids", [])})
-        for key in distinct:
-            if key not in lanes:
+        unknown = [key for key in distinct if key not in lanes]
+        if unknown:  # slices on lanes the block does not name: a thread each
+            known = [(pid, tid) for pid, tid, _name in threads]
+            pid_ids = int_ids([pid for pid, _tid in known + unknown])
+            tid_ids = int_ids([tid for _pid, tid in known + unknown])
+            for key in unknown:
                 lanes[key] = len(threads)
-                threads.append((*key, f"thread {key[1]}"))
+                threads.append((pid_ids[key[0]], tid_ids[key[1]], f"thread {key[1]}"))
+        self.lane_index = lanes
         return [lanes[key] for key in distinct], threads
 
     def categories(self):
@@ -226,18 +355,6 @@ def _file_positions(rows: np.ndarray) -> np.ndarray:
     return position
 
 
-def _category_column(categories: list, cat_table: list, cat_codes: np.ndarray):
-    """The categories table (``categories`` first, then the file's, in first-seen order) and
-    each CPU slice's index into it."""
-    position = {category: index for index, category in enumerate(categories)}
-    code_of = np.zeros(max(len(cat_table), 1), np.int64)
-    for code in np.unique(cat_codes).tolist():  # first-seen order: cat_table's codes are
-        code_of[code] = position.setdefault(cat_table[code], len(position))
-    if len(position) > 256:
-        raise TraceFormatError(f"{len(position)} event categories: nbprof keeps at most 256")
-    return list(position), code_of[cat_codes].astype(np.uint8)
-
-
 def category_flags(table: list, categories) -> np.ndarray:
     """For each category in ``table``, whether it is one of ``categories`` (lower-cased: older
     files capitalise them). Never empty, so that indexing it with no codes works."""
@@ -252,6 +369,17 @@ def arg_values(args_list: list, key: str) -> list:
         return [args.get(key) if isinstance(args, dict) else None for args in args_list]
 
 
+def id_values(args_list: list, key: str) -> list:
+    """:func:`arg_values` for an id (a correlation, an External id) used as a dict key: None
+    where it is a list or an object (no id a file means)."""
+    values = arg_values(args_list, key)
+    try:
+        set(values)  # in C: the usual case, every id a number
+    except TypeError:
+        return [value if hashable(value) else None for value in values]
+    return values
+
+
 def _int_column(args_list, key, fallback) -> np.ndarray:
     """``args[key]`` of each slice as int64, ``fallback``'s value where the args lack it."""
     values = [args.get(key, default) if isinstance(args, dict) else default
@@ -263,10 +391,12 @@ def _int_column(args_list, key, fallback) -> np.ndarray:
 
 
 def _as_int(value) -> int:
+    """An int column's value: 0 for what is no int, or no int64 (a stream of 2^70)."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        value = int(value)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         return 0
+    return value if _is_int(value) else 0
 
 
 def _split_args(args_list: list):
@@ -291,3 +421,16 @@ def _pop_key(event_args: dict, key: str) -> dict:
 
 def _stack(value) -> tuple:
     return tuple(value) if isinstance(value, list) else (str(value),)
+
+
+def int_ids(values: list) -> dict:
+    """An int for each pid or tid: int64 ints as they are (read.canonical_id made numeric
+    strings ints); other values (Kineto's "Spans", "PyTorch Profiler", a pid past int64) get
+    ids past the largest int."""
+    numeric = {value: value for value in values if _is_int(value)}
+    next_id = max(numeric.values(), default=0) + 1
+    for value in values:
+        if value not in numeric:
+            numeric[value] = next_id
+            next_id += 1
+    return numeric

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import gzip
 import pathlib
 import re
-import zlib
 from dataclasses import dataclass
 from itertools import count, repeat
 from operator import attrgetter, itemgetter
@@ -27,7 +25,9 @@ import msgspec
 import numpy as np
 import orjson
 
-GZIP_MAGIC = b"\x1f\x8b"
+from .rawfile import (DEFAULT_MAX_BYTES, TraceFormatError, closed_arrays, read_file_bytes,
+                      size_text, without_bad_utf8, without_lone_surrogates)
+
 
 
 @contextlib.contextmanager
@@ -44,11 +44,6 @@ def paused_gc():
             gc.enable()
 
 
-class TraceFormatError(ValueError):
-    """A file :func:`nbprof.load` cannot read. The message names the file and, where one event
-    is at fault, that event's index in ``traceEvents``, and says what to do."""
-
-
 class Event(msgspec.Struct, gc=False):
     """One trace event as the loader reads it (any JSON value in each field, None if absent)."""
 
@@ -61,6 +56,7 @@ class Event(msgspec.Struct, gc=False):
     dur: Any = None
     args: Any = None
     id: Any = None
+    s: Any = None  # an instant event's scope: "t" (thread, the default), "p" or "g"
 
 
 _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -71,43 +67,32 @@ _NO_EVENTS = ("no 'traceEvents' list in this JSON; it is not a Chrome trace (exp
               "torch.profiler or nbprof)")
 
 
-def read_file_bytes(path: pathlib.Path) -> bytes:
-    """A file's bytes, gunzipped when they start with gzip's magic bytes."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise TraceFormatError(f"{path}: no such file; check the path (nbprof.load reads Chrome "
-                               f"traces: .json or .json.gz)") from None
-    except OSError as error:
-        raise TraceFormatError(f"{path}: cannot read it ({error.strerror})") from error
-    if raw[:2] == GZIP_MAGIC:
-        try:
-            raw = gzip.decompress(raw)
-        except (EOFError, OSError, zlib.error) as error:
-            raise TraceFormatError(f"{path}: the gzip data is truncated or corrupt ({error}); "
-                                   f"copy or download the file again") from None
-    return raw
-
-
-def read_json(path) -> object:
-    """The parsed JSON of a ``.json`` or gzipped file, as plain dicts and lists."""
+def read_json(path, max_bytes: int = DEFAULT_MAX_BYTES) -> object:
+    """The parsed JSON of a ``.json`` or gzipped file, as plain dicts and lists (for the
+    checker: it reports what the loader would repair, so it repairs nothing)."""
     path = pathlib.Path(path)
-    raw = read_file_bytes(path)
+    raw = read_file_bytes(path, max_bytes)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as error:
         raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
 
 
-def read_trace(path: pathlib.Path) -> tuple[dict, list]:
-    """The top-level fields other than traceEvents (as plain JSON values) and the events."""
-    raw = read_file_bytes(path)
+def read_trace(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict, list, list]:
+    """The top-level fields other than traceEvents (as plain JSON values), the events, and
+    notes on what had to be repaired to read them (invalid UTF-8, a cut-off end, ...)."""
+    raw = read_file_bytes(path, max_bytes)
+    try:
+        return (*_decode(raw, path), [])
+    except (msgspec.DecodeError, RecursionError) as error:
+        return _repaired(raw, path, error)
+
+
+def _decode(raw: bytes, path) -> tuple[dict, list]:
     try:
         top = _TOP_LEVEL.decode(raw)
     except msgspec.ValidationError:  # not an object: maybe the bare list form
         top, events_json = {}, raw
-    except msgspec.DecodeError as error:
-        raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
     else:
         if "traceEvents" not in top:
             raise TraceFormatError(f"{path}: {_NO_EVENTS}")
@@ -123,9 +108,62 @@ def read_trace(path: pathlib.Path) -> tuple[dict, list]:
     return {key: msgspec.json.decode(value) for key, value in top.items()}, events
 
 
-# The phases the loader reads; every other (instant, counter, ...) is counted and skipped.
-LOADED_PHASES = ("X", "M", "s", "f")
+def _repaired(raw: bytes, path, error) -> tuple[dict, list, list]:
+    """The slow path, after the fast parse failed: the repairs a damaged file allows, each
+    said in a note, or one TraceFormatError saying what is wrong."""
+    notes = []
+    for _ in range(4):  # each repair at most once: junk after, bad UTF-8, lone surrogates
+        if isinstance(error, RecursionError):
+            raise TraceFormatError(f"{path}: its JSON nests too deep for a trace (lists or "
+                                   f"objects inside each other thousands of levels down); it "
+                                   f"is damaged or not a trace") from None
+        message = str(error)
+        trailing = re.search(r"trailing characters \(byte (\d+)\)", message)
+        if trailing:  # a whole JSON value, then junk: the value is the trace
+            # msgspec's byte is a little past the value's end: back up to its closing bracket
+            end = int(trailing.group(1))
+            end = max(raw.rfind(b"]", 0, end), raw.rfind(b"}", 0, end)) + 1
+            notes.append(f"the file has {size_text(len(raw) - end)} of text after its JSON "
+                         f"(from byte {end}): ignored")
+            raw = raw[:end]
+        elif "UTF-8" in message and not any("UTF-8" in note for note in notes):
+            raw, count = without_bad_utf8(raw)
+            notes.append(f"{count} invalid UTF-8 sequences in the file's text were replaced "
+                         f"by U+FFFD")
+        elif "escape" in message or "surrogate" in message:
+            raw, count = without_lone_surrogates(raw)
+            if not count or any("surrogate" in note for note in notes):
+                break
+            notes.append(f"{count} lone UTF-16 surrogate escapes (\\ud800 ...) in the file's "
+                         f"text were replaced by U+FFFD")
+        else:
+            return _closed(raw, path, error, notes)
+        try:
+            return (*_decode(raw, path), notes)
+        except (msgspec.DecodeError, RecursionError) as again:
+            error = again
+    raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
+
+
+def _closed(raw: bytes, path, error, notes) -> tuple[dict, list, list]:
+    """A trace cut off while it was written, read up to its last whole event."""
+    for text, what in closed_arrays(raw):
+        try:
+            data, events = _decode(text, path)
+        except (msgspec.DecodeError, RecursionError, TraceFormatError):
+            continue
+        notes.append(f"the file {what}: the {len(events):,} whole events before the cut were "
+                     f"loaded")
+        return data, events, notes
+    raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
+
+
+# The phases the loader reads; every other (async, object, sample, ...) is counted and skipped.
+LOADED_PHASES = ("X", "M", "s", "f", "B", "E", "i", "I", "n", "C")
 _PHASE_CODE = {phase: code for code, phase in enumerate(LOADED_PHASES, start=1)}
+# Largest |ts| and dur (µs) taken: ns from the origin must fit int64 with room for the sums
+# the timeline and the export make (2^62 ns is 146 years; a real trace spans seconds).
+MAX_TIME_US = float(1 << 62) / 1000.0
 
 
 def phase_rows(events) -> dict[str, np.ndarray]:
@@ -172,21 +210,27 @@ class Slices:
     args: list  # dict (or whatever the file holds) or None
 
 
-def x_slices(events, x_rows: np.ndarray, path) -> Slices:
-    """The columns of the X events at ``x_rows``; TraceFormatError for the first one missing a
-    field, with a non-numeric or non-finite ts/dur, or with a negative duration."""
+def x_slices(events, x_rows: np.ndarray, path, extra=(), extra_rows=()) -> Slices:
+    """The columns of the X events at ``x_rows``, then of the ``extra`` X-like events (B/E
+    pairs, found at ``extra_rows`` in the file); TraceFormatError for the first one missing a
+    field, with a non-numeric or out-of-range ts/dur, or with a negative duration. Names
+    become strings and pids/tids one value each for 1, 1.0 and "1" (see canonical_id)."""
     xs = pick(events, x_rows)
+    if len(extra):
+        xs += extra
+        x_rows = np.concatenate([x_rows, np.asarray(extra_rows, np.int64)])
 
     def fail(position, problem):
-        raise TraceFormatError(f"{path}: event {x_rows[position]} (X {xs[position].name!r}) "
-                               f"{problem}; fix or remove that event, or export the trace again")
+        raise TraceFormatError(f"{path}: event {x_rows[position]} ({xs[position].ph} "
+                               f"{xs[position].name!r}) {problem}; fix or remove that event, "
+                               f"or export the trace again")
 
     fields = ("name", "cat", "pid", "tid")
     try:
         columns = _interned_fields(xs, fields)
     except TypeError:  # a list or an object where a string or a number belongs
         position, field = next((position, field) for position, x in enumerate(xs)
-                               for field in fields if not _hashable(getattr(x, field)))
+                               for field in fields if not hashable(getattr(x, field)))
         fail(position, f"has a {field} that is not a string or a number: "
                        f"{getattr(xs[position], field)!r}")
 
@@ -196,17 +240,52 @@ def x_slices(events, x_rows: np.ndarray, path) -> Slices:
             fail(int(np.argmax(column.codes == column.table.index(None))), f"has no {field!r}")
     numbers = {field: _floats(xs, field) for field in ("ts", "dur")}
     for field, values in numbers.items():
-        bad = np.flatnonzero(~np.isfinite(values))
+        bad = np.flatnonzero(~(np.abs(values) <= MAX_TIME_US))  # NaN too
         if len(bad):
             value = getattr(xs[bad[0]], field)
             fail(int(bad[0]), f"has no {field!r}" if value is None else
-                 f"has a {field} that is not a finite number: {value!r}")
+                 f"has a {field} that is not a finite number: {value!r}"
+                 if not np.isfinite(values[bad[0]]) else
+                 f"has a {field} of {value!r} µs, beyond the {MAX_TIME_US:.3g} µs (146 years) "
+                 f"a trace's times may reach")
     negative = np.flatnonzero(numbers["dur"] < 0)
     if len(negative):
         fail(int(negative[0]), f"has a negative duration ({xs[negative[0]].dur})")
-    return Slices(name=columns["name"], cat=columns["cat"], pid=columns["pid"],
-                  tid=columns["tid"], ts=numbers["ts"], dur=numbers["dur"],
-                  args=list(map(attrgetter("args"), xs)))
+    return Slices(name=_as_text(columns["name"]), cat=_as_text(columns["cat"]),
+                  pid=_canonical(columns["pid"]), tid=_canonical(columns["tid"]),
+                  ts=numbers["ts"], dur=numbers["dur"], args=list(map(attrgetter("args"), xs)))
+
+
+def canonical_id(value):
+    """One value for the ways a file spells a pid or tid: 1, 1.0 and "1" are all 1 (they
+    would otherwise be two lanes with one label); ints beyond int64 become their text."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
+        return str(value)
+    return value
+
+
+def _canonical(column: Column) -> Column:
+    return _reinterned(column, list(map(canonical_id, column.table)))
+
+
+def _as_text(column: Column) -> Column:
+    """Names and categories as strings (a number stays findable as its text)."""
+    return _reinterned(column, [value if value is None or isinstance(value, str) else str(value)
+                                for value in column.table])
+
+
+def _reinterned(column: Column, table: list) -> Column:
+    """``column`` with its table replaced by ``table`` (same length), merging equal values."""
+    if table == column.table and all(type(a) is type(b) for a, b in zip(table, column.table)):
+        return column
+    merged = intern(table, len(table))
+    return Column(codes=merged.codes[column.codes], table=merged.table)
 
 
 def _interned_fields(xs: list, fields: tuple) -> dict[str, Column]:
@@ -225,7 +304,7 @@ def _interned_fields(xs: list, fields: tuple) -> dict[str, Column]:
     return columns
 
 
-def _hashable(value) -> bool:
+def hashable(value) -> bool:
     try:
         hash(value)
     except TypeError:
@@ -238,10 +317,10 @@ def _floats(xs: list, field: str) -> np.ndarray:
     try:
         return np.fromiter(map(attrgetter(field), xs), np.float64, len(xs))
     except (TypeError, ValueError):
-        return np.array([_number_or_nan(getattr(x, field)) for x in xs], np.float64)
+        return np.array([number_or_nan(getattr(x, field)) for x in xs], np.float64)
 
 
-def _number_or_nan(value) -> float:
+def number_or_nan(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         return float("nan")
     try:

@@ -81,6 +81,9 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--row-limit", metavar="N", type=int, default=20,
                         help="rows in the printed summary (-1: all)")
     parser.add_argument("--no-display", action="store_true", help="show no timeline widget")
+    parser.add_argument("--compare", metavar="VAR", type=_identifier,
+                        help="add a Compare tab: what changed since the Trace in VAR (re-running a "
+                             "cell with -o VAR compares with VAR's previous value by itself)")
     return parser
 
 

@@ -43,6 +43,8 @@ class CudaprofMagics(Magics):
         if options.help:
             print(help_text())
             return
+        if options.compare:  # checked before the cell runs, so a typo costs no profile
+            _trace_to_compare(self.shell, options.compare)
         runner = CellRunner(self.shell, cell)  # a SyntaxError stops here, before anything runs
         if runner.is_empty:
             print("%%cudaprof: nothing to profile: the cell has no code.")
@@ -160,8 +162,33 @@ def _failure_note(failure: BaseException | None) -> str | None:
     return (f"The cell raised {type(failure).__name__}: the timeline shows what ran before it.")
 
 
+def _trace_to_compare(shell, variable: str):
+    from ..events import Trace
+
+    if variable not in shell.user_ns:
+        raise UsageError(f"--compare {variable}: there is no variable {variable!r}; profile the "
+                         f"earlier run with %%cudaprof -o {variable} first")
+    value = shell.user_ns[variable]
+    if not isinstance(value, Trace):
+        raise UsageError(f"--compare {variable}: {variable} is a {type(value).__name__}, not an "
+                         "nbprof.Trace (from %%cudaprof -o VAR, nbprof.profile() or nbprof.load)")
+    return value
+
+
+def _before(shell, options):
+    """What the Compare tab compares with: --compare VAR, else the Trace that -o VAR held."""
+    from ..events import Trace
+
+    if options.compare:
+        return _trace_to_compare(shell, options.compare), options.compare
+    previous = shell.user_ns.get(options.variable) if options.variable else None
+    return (previous, f"the previous value of {options.variable}") if isinstance(previous, Trace) \
+        else (None, None)
+
+
 def publish(shell, trace, options, note: str | None = None) -> None:
     """Store, print, export and display the trace, as the options say."""
+    before, before_label = _before(shell, options)
     if options.variable:
         shell.user_ns[options.variable] = trace
     if options.repeat > 1 and (options.table or options.no_display):  # else the widget shows it
@@ -176,13 +203,14 @@ def publish(shell, trace, options, note: str | None = None) -> None:
         print("Note: %%cudaprof --no-display without -o VAR (or --export PATH) discards the trace; "
               "add -o VAR to keep it.")
     if not options.no_display:
+        compare = {"compare_to": before, "compare_label": before_label or "the previous run"}
         if not _recorded_ops(trace):
             print("%%cudaprof: the cell ran no torch ops, so there is no timeline to show "
                   "(nbprof records torch ops and the GPU work they launch).")
         elif note is None:
-            _show_widget(trace, options, note)
+            _show_widget(trace, options, note, **compare)
         else:  # under the cell's traceback, which IPython prints after the cell's outputs
-            _after_traceback(shell, lambda: _show_widget(trace, options, note))
+            _after_traceback(shell, lambda: _show_widget(trace, options, note, **compare))
     if options.export:  # last: a bad path must not cost the user the widget or the variable
         from ..chrome import export_chrome_trace
 
@@ -200,13 +228,14 @@ def _recorded_ops(trace) -> int:
     return len(trace) - len(run_windows(trace)[0]) + len(trace.gpu_start_ns)
 
 
-def _show_widget(trace, options, note: str | None) -> None:
+def _show_widget(trace, options, note: str | None, **compare) -> None:
     from IPython.display import display
 
     from .widget import widget
 
     name = options.variable or time.strftime("cudaprof-%Y%m%d-%H%M%S")
-    display(widget(trace, name=name, sort_by=options.sort, note=note, collapsed=note is not None))
+    display(widget(trace, name=name, sort_by=options.sort, note=note, collapsed=note is not None,
+                   **compare))
 
 
 def _after_traceback(shell, show) -> None:

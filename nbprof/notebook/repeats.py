@@ -7,21 +7,14 @@ covers autograd's backward threads). numpy only, like analysis.py.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..analysis import format_us, limit_rows, text_table
 from ..events import Trace
-
-MARKER_PREFIX = "cudaprof run "
-_MARKER = re.compile(re.escape(MARKER_PREFIX) + r"(\d+)/(\d+)$")
-
-
-def run_marker(index: int, runs: int) -> str:
-    """The name of the marker op around run ``index`` (0-based) of ``runs``."""
-    return f"{MARKER_PREFIX}{index + 1}/{runs}"
+# The markers are read by the step finder too, so they live with it (pure, outside notebook/).
+from ..steps import MARKER_PREFIX, run_marker, run_windows  # noqa: F401  (the magic imports them here)
 
 
 @dataclass(frozen=True)
@@ -34,13 +27,6 @@ class RepeatRow:
     cpu_min_us: float
     cpu_max_us: float
     cuda_mean_us: float
-
-
-def run_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Marker name ids, start and end (ns) of each run, in time order."""
-    marker_ids = [i for i, name in enumerate(trace.names) if _MARKER.match(name)]
-    rows = np.flatnonzero(np.isin(trace.name_id, marker_ids))
-    return trace.name_id[rows], trace.start_ns[rows], trace.end_ns[rows]
 
 
 def repeat_summary(trace: Trace) -> list[RepeatRow]:

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..analysis import printable
 from .details import details_html, gpu_details_html, timeline_origin_ns
+from .overview import add_answer_panes
 from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
 from .lane_filter import LaneFilter
@@ -34,14 +35,18 @@ RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
-           note: str | None = None, export_dir=None, collapsed: bool = False) -> "TraceWidget":
+           note: str | None = None, export_dir=None, collapsed: bool = False,
+           compare_to: Trace | None = None, compare_label: str = "the previous run") -> "TraceWidget":
     """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
-    written in ``export_dir``, by default the kernel's working directory: the notebook's folder)."""
+    written in ``export_dir``, by default the kernel's working directory: the notebook's folder).
+    ``compare_to``: an earlier Trace, for a Compare tab (what changed since)."""
     if not isinstance(trace, Trace):
         raise TypeError(f"nbprof.widget needs an nbprof.Trace, got {type(trace).__name__}: "
                         "profile with %%cudaprof -o VAR or nbprof.profile(), or read a file with nbprof.load")
+    if compare_to is not None and not isinstance(compare_to, Trace):
+        raise TypeError(f"compare_to must be an nbprof.Trace, got {type(compare_to).__name__}")
     return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir,
-                       collapsed=collapsed)
+                       collapsed=collapsed, compare_to=compare_to, compare_label=compare_label)
 
 
 def _per_run_text(trace: Trace) -> str | None:
@@ -54,7 +59,8 @@ class TraceWidget(ipywidgets.VBox):
     """Toolbar (search, lane filter, minimum duration), timeline, details, summary, export."""
 
     def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
-                 collapsed: bool = False):
+                 collapsed: bool = False, compare_to: Trace | None = None,
+                 compare_label: str = "the previous run"):
         from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
@@ -75,6 +81,8 @@ class TraceWidget(ipywidgets.VBox):
         self.details.add_class("nbprof-details")
         self.summary = SummaryTable(trace, sort_by, self.show_op)
         self.export = ExportPanel(trace, name, export_dir)
+        panes = self._make_panes()
+        add_answer_panes(self, compare_to, compare_label)  # Overview, Compare (notebook/overview.py)
         self.search.observe(lambda change: self.run_search(change["new"]), names="value")
         self.previous.on_click(lambda _button: self.step_match(-1))
         self.next.on_click(lambda _button: self.step_match(+1))
@@ -88,7 +96,7 @@ class TraceWidget(ipywidgets.VBox):
         restarted.add_class("nbprof-restarted")
         header = [ipywidgets.HTML(_STYLE), restarted] + (
             [ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
-        self.body = ipywidgets.VBox([self._toolbar, self._filters, self.host, self._make_panes(),
+        self.body = ipywidgets.VBox([self._toolbar, self._filters, self.host, panes,
                                      self.export])
         # Collapsed under a failed cell's traceback: the error reads first, one click shows the rest.
         self.expand = ipywidgets.ToggleButton(value=not collapsed, description="Show the timeline",
@@ -132,6 +140,9 @@ class TraceWidget(ipywidgets.VBox):
         for index, title in enumerate(("Details", "Summary", "Per run")[:len(panes.children)]):
             panes.set_title(index, title)
         panes.selected_index = len(panes.children) - 1
+        from .ranks_tab import add_ranks_tab
+
+        add_ranks_tab(self, panes)  # a merged job's ranks
         self.panes = panes
         return panes
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import ranks
 from ..events import (GPU_KINDS, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER, Trace,
                       split_stream_key)
 
@@ -55,10 +56,16 @@ def _group_prefix(trace: Trace) -> str:
 
 def build_lanes(trace: Trace) -> Lanes:
     rank_prefix = _group_prefix(trace)
-    # CPU lanes: threads that hold events, ordered by (pid, tid).
+    # A merged job (nbprof.ranks): every lane says its rank, and lanes go rank by rank.
+    merged = "thread_rank" in trace.meta
+    thread_rank = ranks.thread_ranks(trace)
+    own_devices = ranks.own_devices(trace)
+    # CPU lanes: threads that hold events, ordered by (rank, pid, tid).
     used_threads = np.unique(trace.thread)
     threads = [trace.threads[t] for t in used_threads]
-    thread_order = sorted(range(len(threads)), key=lambda i: (threads[i].pid, threads[i].tid))
+    thread_order = sorted(range(len(threads)), key=lambda i: (
+        thread_rank[used_threads[i]], threads[i].pid, threads[i].tid))
+    lane_rank = []
     pids = sorted({t.pid for t in threads})
     show_pid = len(pids) > 1
     labels, groups = [], []
@@ -70,22 +77,37 @@ def build_lanes(trace: Trace) -> Lanes:
         prefix = f"pid {thread.pid} · " if show_pid else ""
         # Kineto's names already hold the tid ("thread 1102 (pt_main_thread)"): not twice
         tid = "" if re.search(rf"\b{thread.tid}\b", name) else f" ({thread.tid})"
-        labels.append(f"{prefix}{name}{tid}")
+        if merged:
+            rank_prefix = f"rank {thread_rank[used_threads[i]]}"
+        labels.append(f"{rank_prefix + ' · ' if merged else ''}{prefix}{name}{tid}")
         groups.append(" · ".join(filter(None, [rank_prefix, f"pid {thread.pid}"])))
+        lane_rank.append(int(thread_rank[used_threads[i]]))
     n_cpu_lanes = len(labels)
 
     # GPU lanes: one per (device, stream) in use.
     unique_streams, gpu_stream_index = np.unique(trace.gpu_stream_keys(), return_inverse=True)
     for key in unique_streams:  # one iteration per stream
         device, stream = split_stream_key(key)
-        labels.append(f"GPU {device} stream {stream}")
+        rank, device = own_devices.get(device, (None, device))
+        if merged:
+            rank_prefix = f"rank {rank}"
+        labels.append(f"{rank_prefix + ' · ' if merged else ''}GPU {device} stream {stream}")
         groups.append(" · ".join(filter(None, [rank_prefix, f"GPU {device}"])))
+        lane_rank.append(-1 if rank is None else rank)
     is_gpu = np.arange(len(labels)) >= n_cpu_lanes
+    # Rank by rank (a stable sort: within a rank, its CPU lanes then its GPU lanes).
+    lane_order = np.argsort(np.array(lane_rank, np.int64), kind="stable") if merged else \
+        np.arange(len(labels))
+    new_lane = np.empty(len(labels), np.int64)
+    new_lane[lane_order] = np.arange(len(labels))
+    labels, groups = [labels[i] for i in lane_order], [groups[i] for i in lane_order]
+    is_gpu = is_gpu[lane_order]
 
-    cpu_lane = lane_of_thread[trace.thread] if len(trace) else np.zeros(0, np.int64)
+    cpu_lane = new_lane[lane_of_thread[trace.thread]] if len(trace) else np.zeros(0, np.int64)
     cpu_sub = trace.depth.astype(np.int64)
 
-    gpu_lane = n_cpu_lanes + gpu_stream_index.astype(np.int64).reshape(-1)
+    gpu_lane = new_lane[n_cpu_lanes + gpu_stream_index.astype(np.int64).reshape(-1)] if \
+        len(gpu_stream_index) else np.zeros(0, np.int64)
     is_op = trace.gpu_kind == KIND_OP
     launch = trace.gpu_launch
     launch_depth = np.where(launch >= 0, trace.depth[np.clip(launch, 0, max(len(trace) - 1, 0))]

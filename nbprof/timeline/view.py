@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import pathlib
 
 import numpy as np
@@ -10,7 +11,9 @@ from bokeh.document import Document
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
 
+from ..atomic import make_folders, write_file
 from ..events import Trace
+from .counters import extra_rows
 from .data import encode_events
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, PALETTES, ROW_PX, SELECTION_COLOR, main_plot,
                       overview_plot)
@@ -58,6 +61,7 @@ class Timeline:
                     selection_color=SELECTION_COLOR)
         self._labels = list(lanes.labels)
         self._groups = list(lanes.groups)
+        self._origin_ns = int(info["origin_ns"])  # the x axis is ns since this time
         span = max(info["span_ns"], 1)
         total_rows = sum(info["lane_height"]) or 1
         plot_height = height or min(max(240, 120 + ROW_PX * total_rows), 640)
@@ -101,7 +105,8 @@ class Timeline:
 
         self.plot, self.overview = plot, overview
         self.note = Div(text=self._note_html(), name="nbprof_note")
-        self.layout = column(self.note, plot, overview, name="nbprof_timeline", **(
+        above, below = extra_rows(trace, plot, size)  # notes; counters and instants
+        self.layout = column(self.note, *above, plot, *below, overview, name="nbprof_timeline", **(
             {"sizing_mode": "stretch_width"} if not width else {}))
         document = Document()
         document.add_root(self.layout)
@@ -116,9 +121,8 @@ class Timeline:
         path = pathlib.Path(path)
         html = file_html(self.layout.document, resources=INLINE,
                          title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(html, encoding="utf-8")
-        return path
+        make_folders(path, "the timeline page")
+        return write_file(path, html, "the timeline page")  # a failure keeps any earlier page
 
     def _note_html(self) -> str:
         trace = self.trace
@@ -130,6 +134,10 @@ class Timeline:
                 f"{trace.duration_ns / 1e6:,.3f} ms")
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"
+        from ..ranks import merged_note
+
+        if merged_note(trace):
+            text += "<br>" + html.escape(merged_note(trace))
         return text
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------
@@ -142,6 +150,12 @@ class Timeline:
     def lane_groups(self) -> list[str]:
         """Each lane's group (process, rank, GPU), in the order of ``lanes``."""
         return list(self._groups)
+
+    def show_range(self, start_ns: int, end_ns: int) -> None:
+        """Zoom the x axis to ``start_ns``..``end_ns``, in the trace's own times (its columns')."""
+        if end_ns <= start_ns:
+            raise ValueError(f"an empty range {start_ns}..{end_ns}: end must come after start")
+        self.plot.x_range.update(start=int(start_ns) - self._origin_ns, end=int(end_ns) - self._origin_ns)
 
     def highlight(self, event_ids, gpu_rows=()) -> None:
         """Outline these CPU events and GPU intervals (rows of ``trace.gpu_start_ns``): search or

@@ -73,6 +73,17 @@ def running_lab(base: pathlib.Path):
         log.close()
 
 
+@contextlib.contextmanager
+def run_lab(base: pathlib.Path, root: pathlib.Path, notebook: str):
+    """A JupyterLab of its own serving ``root`` (``base/notebooks``) with ``notebook``'s kernel
+    started; yields its URL (for a module that needs a separate server)."""
+    if root != base / "notebooks":
+        raise ValueError(f"run_lab serves {base / 'notebooks'}, not {root}")
+    with running_lab(base) as (url, _):
+        start_kernel_session(url, notebook)
+        yield url
+
+
 def api(url: str, path: str, method: str = "GET", body: dict | None = None):
     request = urllib.request.Request(f"{url}{path}", method=method,
                                      headers={"Content-Type": "application/json"},

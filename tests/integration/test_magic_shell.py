@@ -258,7 +258,7 @@ def test_a_raising_cell_shows_its_traceback_above_a_collapsed_widget(shell, monk
     real_traceback, real_show = shell.showtraceback, magic._show_widget
     monkeypatch.setattr(shell, "showtraceback", lambda *a, **k: (order.append("traceback"),
                                                                  real_traceback(*a, **k)))
-    monkeypatch.setattr(magic, "_show_widget", lambda *a: (order.append("widget"), real_show(*a)))
+    monkeypatch.setattr(magic, "_show_widget", lambda *a, **k: (order.append("widget"), real_show(*a, **k)))
     result, out = run(shell, "%%cudaprof\nq = torch.ones(2) * 3\nraise KeyError('late')")
     assert isinstance(result.error_in_exec, KeyError)
     assert order == ["traceback", "widget"]  # IPython's traceback first, then the widget

@@ -38,7 +38,7 @@ def code_cells(book):
 
 
 def test_there_are_notebooks():
-    assert {"quickstart.ipynb", "options_tour.ipynb"} <= {path.name for path in NOTEBOOKS}
+    assert {"quickstart.ipynb", "options_tour.ipynb", "numba.ipynb"} <= {path.name for path in NOTEBOOKS}
 
 
 @pytest.mark.parametrize("name", [path.name for path in NOTEBOOKS])
@@ -119,3 +119,21 @@ def test_options_tour_shows_each_option_at_work(executed):
     assert "usage: %%cudaprof" in bad and "unrecognized arguments: --fast" in bad
     assert "False" in stdout["print('not_run' in dir())  # False: the cell above did not run"]
     assert "nothing to profile" in stdout["%%cudaprof"]
+
+
+def test_numba_notebook_finds_the_slow_kernel_and_the_launching_cell(executed):
+    book, _ = executed["numba.ipynb"]
+    stdout = {c.source.splitlines()[0]: "".join(o.get("text", "") for o in c.outputs
+                                                if o.output_type == "stream")
+              for c in code_cells(book) if c.source}
+    ranking = stdout["from collections import defaultdict"]
+    for kernel in ("saxpy", "tiled_matmul", "block_sum", "stencil_2d"):
+        assert f"numba::{kernel}" in ranking
+    assert "slowest: numba::" in ranking and "'launched at'" in ranking
+    compared = stdout["def per_launch_us(trace, name='numba::stencil_2d'):"]
+    assert "block 16 x 16" in compared and "grid (2, 2, 1)" in compared
+    assert "block 4 x 64" in compared and "grid (8, 1, 1)" in compared
+    direct = next(c for c in code_cells(book) if c.source.startswith("%%cudaprof -o direct"))
+    launched = stdout["launch = next(e for e in direct.events if e.name == 'numba::saxpy')"]
+    # the launch is line 4 of the profiled cell's body, in the cell numbered as the notebook shows
+    assert launched.startswith(f"cell [{direct.execution_count}], line 4 (4, 1, 1) (64, 1, 1)")

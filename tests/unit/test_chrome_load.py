@@ -156,7 +156,9 @@ def test_old_flow_format_links_kernels_without_correlation_ids(tmp_path):
     assert (kernel.kind, kernel.device, kernel.stream) == ("kernel", 0, 7)
     assert trace.events[kernel.launch_id].name == "aten::mm"
     assert kernel.interval == nbprof.Interval(30_000, 70_000)
-    assert any("skipped" in note for note in trace.meta["notes"])
+    # the instant event is kept as a marker on its thread (it was skipped before issue 7)
+    assert trace.instants.name == ["mark"] and trace.instants.time_ns.tolist() == [11_000]
+    assert trace.threads[trace.instants.thread[0]].tid == 1
 
 
 def test_kernels_link_by_correlation_else_by_the_first_op_with_their_external_id(tmp_path):

@@ -92,9 +92,11 @@ def test_model_imports_no_torch_bokeh_or_ipython():
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import nbprof, nbprof.events, nbprof.analysis\n"
+        "import nbprof.steps, nbprof.kernel_summary, nbprof.findings, nbprof.trace_diff\n"
         "t = nbprof.Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['x'],"
         " threads=[(1, 1, 'main')])\n"
         "print(t.table())\n"
+        "print(t.steps().table(), t.kernel_summary().table(), t.findings(), nbprof.diff(t, t).table())\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -1,0 +1,124 @@
+"""Per-launch cost of numba.cuda kernels while nbprof profiles, against the same launches outside
+a profile, side by side in one run (rounds alternate, so machine noise hits both alike).
+
+Target (issue 10): at most +3 us per launch on a GPU (numba's own launch costs 6.6-14 us), and
+zero outside a profile (numba's launch path is then numba's own object: the identity tests).
+
+Figures printed:
+1. end to end: a small saxpy launched N times, not profiled vs inside ``nbprof.profile()``; on a
+   GPU (numba real mode) the kernels are synchronised once per round; under the simulator
+   (``NUMBA_ENABLE_CUDASIM=1``, set here when there is no GPU) a launch runs a Python thread per
+   CUDA thread, so its cost dwarfs the recording and the figure is noisy;
+2. the recording alone: nbprof's real-mode launch wrapper around a launch that does nothing
+   (numba's own work excluded; no CUDA events, which a GPU adds), the part nbprof adds per launch.
+
+Usage: .venv/bin/python bench/bench_numba.py [--launches N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+if not os.path.exists("/dev/nvidiactl"):
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before numba.cuda is imported
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+from numba import cuda  # noqa: E402
+
+import nbprof  # noqa: E402
+from kernels.numba_kernels import SIMULATOR, saxpy  # noqa: E402
+from nbprof.record.numba_launches import NumbaLaunchRecorder  # noqa: E402
+
+
+# CPU seconds of this process where the launch is CPU work (the simulator, the recording alone):
+# on these shared 2-core machines other jobs take the cores for whole seconds, which wall time
+# would charge to whoever was running. On a GPU, wall time (the launches are asynchronous).
+clock = time.process_time if SIMULATOR else time.perf_counter
+
+
+def launch_loop(count: int, args, threads: int) -> float:
+    """Seconds per launch of ``count`` saxpy launches (synchronised at the end on a GPU)."""
+    start = clock()
+    for _ in range(count):
+        saxpy[1, threads](*args)
+    if not SIMULATOR:
+        cuda.synchronize()
+    return (clock() - start) / count
+
+
+def end_to_end(launches: int, rounds: int) -> tuple[float, float]:
+    threads = 4 if SIMULATOR else 256
+    if SIMULATOR:
+        args = (np.float32(2), *(np.ones(threads, np.float32) for _ in range(3)))
+    else:
+        args = (np.float32(2), *(cuda.device_array(threads, np.float32) for _ in range(3)))
+    launch_loop(3, args, threads)  # compile / warm up
+    plain, profiled = [], []
+    for _ in range(rounds):
+        plain.append(launch_loop(launches, args, threads))
+        with nbprof.profile():
+            profiled.append(launch_loop(launches, args, threads))
+    return statistics.median(plain), statistics.median(profiled)
+
+
+class _DoNothingLaunch:
+    """What numba's wrapper reads from a launch configuration, for a launch that does nothing."""
+
+    class dispatcher:  # noqa: N801
+        @staticmethod
+        def py_func():
+            pass
+
+    griddim, blockdim, stream, sharedmem = (4, 1, 1), (64, 1, 1), 0, 0
+
+
+def recording_alone(launches: int, rounds: int) -> tuple[float, float]:
+    def original(launch_config, *args):
+        return None
+
+    recorder = NumbaLaunchRecorder(gpu=False)
+    wrapped = recorder._launch_wrapper(original)
+    config = _DoNothingLaunch()
+    args = (np.float32(2), np.ones(4, np.float32), np.ones(4, np.float32), np.ones(4, np.float32))
+    bare, recorded = [], []
+    for _ in range(rounds):
+        start = time.process_time()
+        for _ in range(launches):
+            original(config, *args)
+        bare.append((time.process_time() - start) / launches)
+        recorder.clear()
+        start = time.process_time()
+        for _ in range(launches):
+            wrapped(config, *args)
+        recorded.append((time.process_time() - start) / launches)
+    return statistics.median(bare), statistics.median(recorded)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--launches", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=5)
+    options = parser.parse_args()
+    mode = "numba.cuda simulator (CPU)" if SIMULATOR else "numba.cuda on the GPU"
+    launches = options.launches or (200 if SIMULATOR else 5000)
+    plain, profiled = end_to_end(launches, options.rounds)
+    print(f"1. {mode}: {launches} saxpy launches x {options.rounds} rounds (median)")
+    print(f"   not profiled   {plain * 1e6:10.2f} us per launch")
+    print(f"   nbprof.profile {profiled * 1e6:10.2f} us per launch")
+    print(f"   added          {(profiled - plain) * 1e6:+10.2f} us per launch "
+          f"({profiled / plain:.3f}x)   target: <= +3 us on a GPU")
+    bare, recorded = recording_alone(100_000, options.rounds)
+    print("2. the recording alone (nbprof's real-mode wrapper around a launch that does nothing,"
+          " 4 arguments, no CUDA events)")
+    print(f"   added          {(recorded - bare) * 1e6:+10.2f} us per launch")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The trace events other than X slices that still carry data: B/E pairs (become slices),
+instant events (markers) and counters (value series).
+
+They are rare next to X slices (Kineto writes none of B/E, a few instants and counters), so
+each is read with a plain loop over its own rows; a file without them costs nothing here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .read import Event, canonical_id, hashable, number_or_nan, pick
+
+INSTANT_PHASES = ("i", "I", "n")
+
+
+def paired_begin_ends(events, begin_rows, end_rows) -> tuple[list, list, int]:
+    """B/E pairs as X-like events (ts of the B, dur to its E, the two args merged), with each
+    pair's B's index in the file; and how many B or E found no partner.
+
+    Pairs are made per (pid, tid) as a stack, in time order (file order on ties), as Chrome's
+    viewer does: an E closes the innermost B still open on its thread."""
+    points = []
+    unmatched = 0
+    for kind, rows in (("B", begin_rows), ("E", end_rows)):
+        for row, event in zip(rows.tolist(), pick(events, rows)):
+            ts = number_or_nan(event.ts)
+            if not (math.isfinite(ts) and hashable(event.pid) and hashable(event.tid)):
+                unmatched += 1
+                continue
+            points.append((ts, row, kind, event))
+    points.sort(key=lambda point: (point[0], point[1]))
+    open_begins = defaultdict(list)
+    slices = []
+    for ts, row, kind, event in points:
+        stack = open_begins[(canonical_id(event.pid), canonical_id(event.tid))]
+        if kind == "B":
+            stack.append((ts, row, event))
+        elif stack:
+            begin_ts, begin_row, begin = stack.pop()
+            slices.append((begin_row, Event(
+                ph="B", name=begin.name if begin.name is not None else event.name,
+                cat=begin.cat if begin.cat is not None else event.cat, pid=begin.pid,
+                tid=begin.tid, ts=begin.ts, dur=ts - begin_ts, args=_merged(begin.args,
+                                                                            event.args))))
+        else:
+            unmatched += 1
+    unmatched += sum(map(len, open_begins.values()))
+    slices.sort(key=lambda pair: pair[0])
+    return [event for _row, event in slices], [row for row, _event in slices], unmatched
+
+
+def _merged(begin_args, end_args):
+    if isinstance(begin_args, dict) and isinstance(end_args, dict):
+        return {**begin_args, **end_args}
+    return begin_args if begin_args is not None else end_args
+
+
+@dataclass
+class RawInstants:
+    """Instant events as the file gives them (µs, the file's pid and tid; tid None for
+    process or global scope)."""
+
+    ts: list = field(default_factory=list)
+    name: list = field(default_factory=list)
+    pid: list = field(default_factory=list)
+    tid: list = field(default_factory=list)
+    skipped: int = 0
+
+
+def instant_events(events, rows) -> RawInstants:
+    found = RawInstants()
+    for event in pick(events, rows):
+        ts = number_or_nan(event.ts)
+        if not (math.isfinite(ts) and hashable(event.pid) and hashable(event.tid)):
+            found.skipped += 1
+            continue
+        found.ts.append(ts)
+        found.name.append(display_name(event.name))
+        found.pid.append(canonical_id(event.pid))
+        found.tid.append(canonical_id(event.tid) if event.s in (None, "t") else None)
+    return found
+
+
+@dataclass
+class RawCounters:
+    """Counter samples per (pid, counter name, series key), in µs as in the file."""
+
+    series: dict = field(default_factory=lambda: defaultdict(lambda: ([], [])))
+    skipped: int = 0
+
+
+def counter_events(events, rows) -> RawCounters:
+    """Each "C" event's numeric args as samples of the series (pid, name, key) (Chrome draws
+    one counter track per pid and name, a series per key)."""
+    found = RawCounters()
+    for event in pick(events, rows):
+        ts = number_or_nan(event.ts)
+        args = event.args
+        if not (math.isfinite(ts) and hashable(event.pid) and isinstance(args, dict) and args):
+            found.skipped += 1
+            continue
+        name, pid = display_name(event.name), canonical_id(event.pid)
+        for key, value in args.items():
+            value = number_or_nan(value) if not isinstance(value, str) else math.nan
+            if not math.isfinite(value):
+                found.skipped += 1
+                continue
+            times, values = found.series[(pid, name, str(key))]
+            times.append(ts)
+            values.append(value)
+    return found
+
+
+def display_name(value) -> str:
+    """An event name as text: names are strings, but a file may hold a number (or null)."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else str(value)

@@ -1,0 +1,195 @@
+"""A trace file's bytes, read defensively: only regular files, gunzipped in a stream under a size
+cap, refused early when they clearly are not JSON, and the repairs that let a damaged but
+readable file load (each repair is said in a note).
+
+Everything here runs once per file on the whole buffer, or only after the fast parse failed:
+a good file costs one ``os.fstat`` and a look at its first bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import stat
+import zlib
+
+GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
+# Uncompressed bytes nbprof reads at most, unless told more: generous (the largest real traces
+# are a few GiB), but a gzip bomb or a runaway file stops here rather than at MemoryError.
+DEFAULT_MAX_BYTES = 8 << 30
+# Leading whitespace tolerated before the first '{' or '[': past this the file is no trace
+# (a gzip of gigabytes of spaces took 70 s and 8.5 GB before it was refused).
+MAX_LEADING_WHITESPACE = 1 << 20
+_READ_CHUNK = 1 << 22  # compressed bytes read at a time
+
+
+class TraceFormatError(ValueError):
+    """A file :func:`nbprof.load` cannot read. The message names the file and, where one event
+    is at fault, that event's index in ``traceEvents``, and says what to do."""
+
+
+def size_text(count: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            return f"{count / size:.3g} {unit}"
+    return f"{count} bytes"
+
+
+def read_file_bytes(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """A regular file's bytes, gunzipped when they start with gzip's magic bytes, with a UTF-8
+    byte order mark dropped; TraceFormatError for anything else or anything too big."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise TraceFormatError(f"{path}: no such file; check the path (nbprof.load reads Chrome "
+                               f"traces: .json or .json.gz)") from None
+    except OSError as error:
+        raise TraceFormatError(f"{path}: cannot read it ({error.strerror})") from error
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
+                "a pipe" if stat.S_ISFIFO(info.st_mode) else
+                "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        raise TraceFormatError(f"{path}: is {kind}, not a trace file; nbprof reads regular "
+                               f".json or .json.gz files (save the stream to a file first)")
+    with os.fdopen(fd, "rb") as stream:
+        try:
+            head = stream.read(2)
+            if head == GZIP_MAGIC:
+                raw = _gunzip(stream, head, path, max_bytes)
+            else:
+                if info.st_size > max_bytes:
+                    raise TraceFormatError(_too_big(path, info.st_size, max_bytes))
+                raw = head + stream.read(max_bytes - len(head) + 1)  # it may be growing
+                if len(raw) > max_bytes:
+                    raise TraceFormatError(_too_big(path, len(raw), max_bytes))
+        except OSError as error:
+            raise TraceFormatError(f"{path}: cannot read it ({error.strerror})") from error
+    if raw[:3] == UTF8_BOM:  # Windows tools write one; JSON forbids it, readers skip it
+        raw = raw[3:]
+    _check_start(raw, path)
+    return raw
+
+
+def _too_big(path, size, max_bytes) -> str:
+    return (f"{path}: holds more than {size_text(max_bytes)} of trace data (the limit; "
+            f"{size_text(size)} or more here): raise it with nbprof.load(path, max_bytes=...) "
+            f"or `nbprof view --max-size`")
+
+
+def _gunzip(stream, head: bytes, path, max_bytes: int) -> bytes:
+    """The gzip stream (all its members) decompressed, stopping as soon as it passes
+    ``max_bytes`` or its first megabyte shows it is no JSON."""
+    pieces, total = [], 0
+    decompressor = zlib.decompressobj(31)
+    pending = head + stream.read(_READ_CHUNK)
+    checked = False
+    try:
+        while pending:
+            # First only as much as shows whether this is JSON; then the rest in one call.
+            limit = MAX_LEADING_WHITESPACE + 1 - total if not checked else max_bytes + 1 - total
+            piece = decompressor.decompress(pending, max(limit, 1))
+            total += len(piece)
+            pieces.append(piece)
+            if total > max_bytes:
+                raise TraceFormatError(_too_big(path, total, max_bytes))
+            if not checked and (total > MAX_LEADING_WHITESPACE or decompressor.eof):
+                _check_start(b"".join(pieces), path)
+                checked = True
+            if decompressor.unconsumed_tail:
+                pending = decompressor.unconsumed_tail
+            elif decompressor.eof and decompressor.unused_data.strip(b"\0"):
+                # a second gzip member (concatenated files, as gzip.decompress reads them)
+                pending = decompressor.unused_data
+                decompressor = zlib.decompressobj(31)
+            elif decompressor.eof:
+                break
+            else:
+                pending = stream.read(_READ_CHUNK)
+        if not decompressor.eof:
+            raise zlib.error("the gzip stream ends early")
+    except zlib.error as error:
+        raise TraceFormatError(f"{path}: the gzip data is truncated or corrupt ({error}); "
+                               f"copy or download the file again") from None
+    return b"".join(pieces)
+
+
+def _check_start(raw: bytes, path) -> None:
+    """Refuse at once what cannot be a trace: empty, whitespace only, or not starting like
+    a JSON object or list."""
+    skip = len(UTF8_BOM) if raw[:3] == UTF8_BOM else 0
+    head = raw[skip:MAX_LEADING_WHITESPACE + 1].lstrip()
+    if head[:1] in (b"{", b"["):
+        return
+    if not head:
+        what = ("is empty" if not raw.strip() and len(raw) <= MAX_LEADING_WHITESPACE else
+                f"starts with more than {size_text(MAX_LEADING_WHITESPACE)} of whitespace")
+        raise TraceFormatError(f"{path}: {what}; it is not a Chrome trace (a JSON object with a "
+                               f"'traceEvents' list, or a JSON list of events)")
+    raise TraceFormatError(f"{path}: starts with {head[:16]!r}, not '{{' or '[': it is not a "
+                           f"Chrome trace (a JSON object with a 'traceEvents' list, or a JSON "
+                           f"list of events)")
+
+
+# -- repairs, tried only after the fast parse failed ------------------------------------------
+
+def without_bad_utf8(raw: bytes) -> tuple[bytes, int]:
+    """The bytes with each invalid UTF-8 sequence replaced by U+FFFD, and how many there were
+    (torch's with_stack tracer writes names cut mid-character)."""
+    text = raw.decode("utf-8", "replace")
+    fixed = text.encode("utf-8")
+    return fixed, text.count("\ufffd") - raw.count("\ufffd".encode())
+
+
+# A \\uXXXX escape of a UTF-16 surrogate that is not half of a pair (valid JSON, yet no
+# character: msgspec and orjson refuse it). The leading group keeps an even run of backslashes,
+# so an escaped backslash followed by "ud800" text is left alone.
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)((?:\\\\)*)(\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<![dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})")
+
+
+def without_lone_surrogates(raw: bytes) -> tuple[bytes, int]:
+    """The JSON text with each escaped lone surrogate made U+FFFD, and how many there were."""
+    fixed, count = _LONE_SURROGATE.subn(rb"\1\\ufffd", raw)
+    return fixed, count
+
+
+MAX_CLOSING_TRIES = 16  # each try parses the file again: bounded, and only on this error path
+
+
+def closed_arrays(raw: bytes):
+    """For a trace cut off while it was written (a bare event list without its ``]``, with a
+    trailing comma, or with its last event cut mid-way; or an object cut inside its
+    ``traceEvents``), candidate texts closed after an event, last first, each with what was
+    wrong. Nothing for text that was not cut off."""
+    body = raw.rstrip()
+    first = body.lstrip()[:1]
+    if first == b"[":
+        closer = b"]"
+    elif first == b"{" and b'"traceEvents"' in body[:MAX_LEADING_WHITESPACE]:
+        closer = b"]}"
+    else:
+        return
+    if body.endswith(closer):
+        return  # closed: its fault is elsewhere
+    cut = len(body)
+    if body.endswith(b","):
+        yield body[:-1] + closer, "ended in a comma, without its closing " + repr(closer.decode())
+        cut -= 1
+    elif body.endswith(b"}"):
+        yield body + closer, "had no closing " + repr(closer.decode())
+        cut -= 1
+    # Cut inside an event: keep the events before it. The '}' closing the last whole event is
+    # not always the last '}' (the cut event's args may hold some): a few are tried from the end.
+    for _ in range(MAX_CLOSING_TRIES):
+        cut = body.rfind(b"}", 0, cut)
+        if cut < 0:
+            return
+        yield (body[:cut + 1] + closer,
+               "was cut off inside an event (as by a crash while it was written)")

@@ -1,0 +1,280 @@
+"""Trace <-> Arrow and Parquet: ``trace.to_parquet(path)``, ``nbprof.load("x.parquet")``,
+``trace.to_arrow()`` / ``trace.to_pandas()``.
+
+One table, CPU events first then GPU intervals (``gpu`` tells them apart), so a folder of per-rank
+files is one dataset for DuckDB, Spark, Dask or ``pyarrow.dataset``. Columns that only one kind
+has are null on the other kind's rows. ``name`` is dictionary-encoded text (for SQL); ``name_id``
+keeps the exact index into the name table. Sparse extras are JSON text (``args``, ``shapes``) and
+a list of strings (``stack``); they are decoded when a row is read (:class:`LazyRows`), so loading
+ten million events decodes none of them. The name, thread and category tables and the meta go in
+the file's key-value metadata, as JSON in which tuples and non-string dict keys are tagged, so the
+round trip is exact.
+
+Row groups of ROW_GROUP rows: readers scan them in parallel and skip what a filter excludes.
+pyarrow is imported here only, when first used: the model stays numpy-only.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from collections.abc import Mapping
+
+import numpy as np
+import orjson
+
+from .atomic import write_with
+from .events import CounterSeries, Instants, Thread, Trace
+
+FORMAT = "nbprof-columnar-1"
+ROW_GROUP = 1 << 20
+METADATA_KEY = b"nbprof"
+
+_CPU_COLUMNS = {"thread": np.int32, "category": np.uint8, "depth": np.int16, "parent": np.int32,
+                "self_ns": np.int64}
+_GPU_COLUMNS = {"device": ("gpu_device", np.int16), "stream": ("gpu_stream", np.int32),
+                "launch": ("gpu_launch", np.int32), "gpu_kind": ("gpu_kind", np.uint8)}
+
+
+def require(module: str):
+    """``module`` imported, or an ImportError that says how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise ImportError(f"{module} is needed for Parquet files and `nbprof ranks`: "
+                          "pip install 'nbprof[columnar]'") from error
+
+
+class ColumnarFormatError(ValueError):
+    """A Parquet file that is not one of nbprof's (or is damaged)."""
+
+
+# -- JSON that keeps tuples and int keys ------------------------------------------------------------
+
+def tag(value):
+    """``value`` as plain JSON types, tuples and dicts with non-string keys tagged."""
+    kind = type(value)
+    if kind is dict:
+        if all(type(key) is str for key in value):
+            return {key: tag(item) for key, item in value.items()}
+        return {"__items__": [[tag(key), tag(item)] for key, item in value.items()]}
+    if kind is list:
+        return [tag(item) for item in value]
+    if kind is tuple:
+        return {"__tuple__": [tag(item) for item in value]}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _untag_hook(obj: dict):
+    if len(obj) == 1:
+        if "__tuple__" in obj:
+            return tuple(obj["__tuple__"])
+        if "__items__" in obj:
+            return {_hashable(key): item for key, item in obj["__items__"]}
+    return obj
+
+
+def _hashable(key):
+    return tuple(key) if isinstance(key, list) else key
+
+
+def dumps(value) -> str:
+    return json.dumps(tag(value), ensure_ascii=False, allow_nan=True)
+
+
+def loads(text: str):
+    return json.loads(text, object_hook=_untag_hook)
+
+
+class LazyRows(Mapping):
+    """row -> value of a sparse extra, decoded from the file's column when a row is asked for."""
+
+    def __init__(self, rows: np.ndarray, texts, decode):
+        self._rows, self._texts, self._decode = rows, texts, decode
+
+    def __len__(self):
+        return len(self._rows)
+
+    def __iter__(self):
+        return iter(self._rows.tolist())
+
+    def _position(self, row):
+        try:
+            row = int(row)
+        except (TypeError, ValueError):
+            return -1
+        at = int(np.searchsorted(self._rows, row))
+        return at if at < len(self._rows) and self._rows[at] == row else -1
+
+    def __getitem__(self, row):
+        at = self._position(row)
+        if at < 0:
+            raise KeyError(row)
+        return self._decode(self._texts[at].as_py())
+
+    def __contains__(self, row):
+        return self._position(row) >= 0
+
+    @classmethod
+    def combined(cls, parts: list, new_rows: np.ndarray) -> "LazyRows | None":
+        """Several LazyRows as one (see nbprof.ranks.combine_sparse), values still undecoded;
+        None if they decode differently."""
+        pa = require("pyarrow")
+        decode = parts[0][0]._decode
+        if any(part._decode is not decode for part, _base in parts):
+            return None
+        rows = new_rows[np.concatenate([part._rows + base for part, base in parts])]
+        order = np.argsort(rows, kind="stable")
+        texts = pa.concat_arrays([part._texts for part, _base in parts]).take(pa.array(order))
+        return cls(rows[order], texts, decode)
+
+
+# -- writing -----------------------------------------------------------------------------------------
+
+def _sparse_column(pa, sparse: Mapping, size: int, encode, arrow_type):
+    values = [None] * size
+    if sparse:
+        rows = np.fromiter(sparse.keys(), np.int64, len(sparse))
+        encoded = list(map(encode, sparse.values()))
+        if len(rows) == size and (rows == np.arange(size)).all():
+            values = encoded
+        else:
+            for row, value in zip(rows.tolist(), encoded):
+                values[row] = value
+    return pa.array(values, arrow_type)
+
+
+def _args_text(args) -> bytes:
+    # Args are JSON values (they come from, and go back to, Chrome trace JSON): orjson writes
+    # them in C, ten times faster than the tagged walk shapes and meta get.
+    return orjson.dumps(args, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def to_arrow(trace: Trace):
+    """The trace as one pyarrow Table (see the module's docstring for its columns and metadata)."""
+    pa = require("pyarrow")
+
+    from .ranks import event_ranks, gpu_ranks
+
+    n, k = len(trace), len(trace.gpu_start_ns)
+    is_gpu = np.r_[np.zeros(n, bool), np.ones(k, bool)]  # also the mask: CPU columns null there
+    name_id = np.concatenate([trace.name_id, trace.gpu_name_id])
+    columns = {
+        "gpu": pa.array(is_gpu),
+        "rank": pa.array(np.concatenate([event_ranks(trace), gpu_ranks(trace)]), pa.int32()),
+        "start_ns": pa.array(np.concatenate([trace.start_ns, trace.gpu_start_ns])),
+        "end_ns": pa.array(np.concatenate([trace.end_ns, trace.gpu_end_ns])),
+        "name_id": pa.array(name_id),
+        "name": pa.DictionaryArray.from_arrays(pa.array(name_id),
+                                               pa.array(trace.names, pa.string())),
+    }
+    for column, dtype in _CPU_COLUMNS.items():
+        values = np.concatenate([getattr(trace, column), np.zeros(k, dtype)])
+        columns[column] = pa.array(values, mask=is_gpu)
+    for column, (attribute, dtype) in _GPU_COLUMNS.items():
+        values = np.concatenate([np.zeros(n, dtype), getattr(trace, attribute)])
+        columns[column] = pa.array(values, mask=~is_gpu)
+    columns["args"] = pa.concat_arrays([
+        _sparse_column(pa, trace.event_args, n, _args_text, pa.binary()),
+        _sparse_column(pa, trace.gpu_args, k, _args_text, pa.binary())]).cast(pa.string())
+    columns["shapes"] = _sparse_column(pa, trace.shapes, n + k, dumps, pa.string())
+    columns["stack"] = _sparse_column(pa, trace.stacks, n + k, list, pa.list_(pa.string()))
+    header = {"format": FORMAT, "events": n, "gpu_intervals": k, "names": trace.names,
+              "threads": [list(thread) for thread in trace.threads],
+              "categories": trace.categories, "meta": trace.meta,
+              # Markers and counters are few (a handful per step): the metadata holds them.
+              "instants": {"time_ns": trace.instants.time_ns.tolist(), "name": trace.instants.name,
+                           "thread": trace.instants.thread.tolist()},
+              "counters": [{"name": c.name, "series": c.series, "pid": c.pid,
+                            "time_ns": c.time_ns.tolist(), "values": c.values.tolist()}
+                           for c in trace.counters]}
+    table = pa.table(columns)
+    return table.replace_schema_metadata({METADATA_KEY: dumps(header).encode("utf-8")})
+
+
+def write_parquet(trace: Trace, path, compression: str = "zstd") -> str:
+    """``trace`` as one Parquet file at ``path``, written atomically."""
+    pq = require("pyarrow.parquet")
+
+    table = to_arrow(trace)
+    write_with(path, lambda temporary: pq.write_table(
+        table, temporary, row_group_size=ROW_GROUP, compression=compression,
+        use_dictionary=["name", "rank", "gpu", "thread", "category", "device", "stream",
+                        "gpu_kind"]))
+    return str(path)
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+def read_header(path) -> dict:
+    """The nbprof block of a Parquet file's metadata; ColumnarFormatError if it has none."""
+    pq = require("pyarrow.parquet")
+
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+        raise ColumnarFormatError(f"{path}: not a readable Parquet file ({error})") from error
+    if METADATA_KEY not in metadata:
+        raise ColumnarFormatError(f"{path}: a Parquet file, but not one nbprof wrote (no "
+                                  "'nbprof' metadata); write it with trace.to_parquet(path)")
+    header = loads(metadata[METADATA_KEY].decode("utf-8"))
+    if header.get("format") != FORMAT:
+        raise ColumnarFormatError(f"{path}: nbprof columnar format {header.get('format')!r}, "
+                                  f"this nbprof reads {FORMAT!r}")
+    return header
+
+
+def _numpy(column, lo: int, hi: int, dtype) -> np.ndarray:
+    return np.ascontiguousarray(column.slice(lo, hi - lo).to_numpy(), dtype)
+
+
+def _sparse(column, lo: int, hi: int, decode) -> LazyRows:
+    part = column.slice(lo, hi - lo).combine_chunks()
+    valid = np.asarray(part.is_valid().to_numpy(zero_copy_only=False), bool)
+    rows = np.flatnonzero(valid)
+    return LazyRows(rows, part.filter(part.is_valid()) if len(rows) < len(part) else part, decode)
+
+
+def read_parquet(path) -> Trace:
+    """The Trace that ``write_parquet`` wrote, exactly."""
+    pq = require("pyarrow.parquet")
+
+    header = read_header(path)
+    n, k = int(header["events"]), int(header["gpu_intervals"])
+    table = pq.read_table(path, columns=["start_ns", "end_ns", "name_id", *_CPU_COLUMNS,
+                                         *_GPU_COLUMNS, "args", "shapes", "stack"])
+    if table.num_rows != n + k:
+        raise ColumnarFormatError(f"{path}: {table.num_rows} rows, the metadata says {n + k}")
+    col = table.column
+    cpu = {name: _numpy(col(name), 0, n, dtype) for name, dtype in _CPU_COLUMNS.items()}
+    gpu = {attribute: _numpy(col(name), n, n + k, dtype)
+           for name, (attribute, dtype) in _GPU_COLUMNS.items()}
+    meta = header["meta"]
+    return Trace(
+        start_ns=_numpy(col("start_ns"), 0, n, np.int64),
+        end_ns=_numpy(col("end_ns"), 0, n, np.int64),
+        name_id=_numpy(col("name_id"), 0, n, np.int32), **cpu,
+        gpu_start_ns=_numpy(col("start_ns"), n, n + k, np.int64),
+        gpu_end_ns=_numpy(col("end_ns"), n, n + k, np.int64),
+        gpu_name_id=_numpy(col("name_id"), n, n + k, np.int32), **gpu,
+        names=header["names"], threads=[Thread(*thread) for thread in header["threads"]],
+        categories=header["categories"], meta=meta,
+        event_args=_sparse(col("args"), 0, n, orjson.loads),
+        gpu_args=_sparse(col("args"), n, n + k, orjson.loads),
+        shapes=_sparse(col("shapes"), 0, n, loads),
+        stacks=_sparse(col("stack"), 0, n, tuple),
+        instants=_instants(header.get("instants")),
+        counters=[CounterSeries(c["name"], c["series"], c["pid"], np.asarray(c["time_ns"], np.int64),
+                                np.asarray(c["values"], np.float64))
+                  for c in header.get("counters", ())])
+
+
+def _instants(block) -> Instants:
+    if not block:
+        return Instants.empty()
+    return Instants(np.asarray(block["time_ns"], np.int64), list(block["name"]),
+                    np.asarray(block["thread"], np.int32))

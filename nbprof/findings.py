@@ -1,0 +1,134 @@
+"""One-line findings in plain words, from the step breakdown and the kernel summary: where the GPU
+sat idle and why, which step stands out, what dominates GPU time. numpy only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .analysis import format_us, name_cell
+from .callpaths import canonical_names
+from .events import Trace
+from .intervals import touches_any
+from .steps import IDLE_KINDS, SYNC_CALLS, StepBreakdown, breakdown, cpu_time_in
+
+NAME_WIDTH = 60
+_RUNTIME_PREFIXES = ("cuda", "hip", "cu")
+WORTH_SAYING_PCT = 5.0  # idle below this share of a step is not a finding
+
+
+def findings(trace: Trace, result: StepBreakdown | None = None, kernels=None) -> list[str]:
+    """Plain sentences about ``trace``, most telling first."""
+    from .kernel_summary import kernel_summary
+    from .tables import records
+
+    result = breakdown(trace) if result is None else result
+    c, windows = result.columns, result.windows
+    out: list[str] = []
+    if not trace.has_gpu:
+        out.append("CPU only: no GPU work was recorded, so the steps show CPU time only.")
+    idle = c["idle_host_ns"] + c["idle_sync_ns"] + c["idle_launch_ns"]
+    span = c["gpu_span_ns"]
+    share = np.divide(100.0 * idle, span, out=np.zeros(len(span)), where=span > 0)
+    if len(share) and share.max() >= WORTH_SAYING_PCT:
+        out.append(_idle_finding(trace, result, int(np.argmax(share)), float(share.max())))
+    out.extend(_step_outliers(windows.labels, c["wall_ns"]))
+    busy, total_span = int(c["gpu_busy_ns"].sum()), int(span.sum())
+    if busy:
+        out.append(f"GPU busy {100.0 * busy / max(total_span, 1):.0f}% of the steps' GPU time "
+                   f"({format_us(busy / 1e3)} of {format_us(total_span / 1e3)}).")
+        memcpy, comm = int(c["memcpy_ns"].sum()), int(c["communication_ns"].sum())
+        if memcpy >= 0.1 * busy:
+            out.append(f"Memcpy / memset take {100.0 * memcpy / busy:.0f}% of GPU busy time.")
+        if comm:
+            out.append(f"Communication not hidden under compute: {100.0 * comm / busy:.0f}% of GPU "
+                       "busy time.")
+        top = records(kernels if kernels is not None else kernel_summary(trace, limit=1, plain=True))
+        if top:
+            row = top[0]
+            launched = f" from {name_cell(row['op'], NAME_WIDTH)}" if row["op"] else ""
+            launches = "launch" if row["count"] == 1 else "launches"
+            out.append(f"Top kernel: {name_cell(row['name'], NAME_WIDTH)} takes {row['share_pct']:.0f}% "
+                       f"of kernel time ({row['count']} {launches}{launched}).")
+    return out
+
+
+def _idle_finding(trace: Trace, result: StepBreakdown, step: int, share: float) -> str:
+    label = result.windows.labels[step]
+    in_step = result.gap_step == step
+    kinds = result.gap_kind[in_step]
+    lengths = (result.gap_end_ns - result.gap_start_ns)[in_step]
+    per_kind = np.bincount(kinds, weights=lengths, minlength=len(IDLE_KINDS))
+    kind = int(np.argmax(per_kind))
+    where = f"step {step + 1}" if label in (f"step {step + 1}", "whole trace") else \
+        f"step {step + 1} ({label})"
+    head = f"GPU idle {share:.0f}% of {where}"
+    if IDLE_KINDS[kind] == "launch":
+        gaps = int((kinds == kind).sum())
+        return (f"{head}, mostly launch gaps: {gaps} short gaps of "
+                f"{format_us(per_kind[kind] / max(gaps, 1) / 1e3)} on average between pieces of "
+                "work; fewer, larger kernels (fusion, CUDA graphs) would close them.")
+    chosen = in_step.copy()
+    chosen[in_step] = kinds == kind
+    gap_start, gap_end = result.gap_start_ns[chosen], result.gap_end_ns[chosen]
+    if IDLE_KINDS[kind] == "sync":
+        return (f"{head}, mostly waiting on a sync: the CPU blocked in "
+                f"{_blocking_call(trace, gap_start, gap_end)} until the GPU drained, then queued "
+                f"nothing for {format_us(per_kind[kind] / 1e3)}.")
+    spent = _where_cpu_was(trace, gap_start, gap_end, result.windows.marker_rows)
+    return f"{head}, mostly host-bound: the CPU spent it in {spent}."
+
+
+def _blocking_call(trace: Trace, gap_start, gap_end) -> str:
+    """The outermost blocking call (aten::item rather than the cudaStreamSynchronize inside it)
+    that ran into these gaps, by the idle time after it."""
+    sync_ids = [i for i, name in enumerate(trace.names) if SYNC_CALLS.search(name)]
+    rows = np.flatnonzero(np.isin(trace.name_id, sync_ids))
+    rows = rows[~np.isin(trace.parent[rows], rows)]
+    touching = touches_any(gap_start, gap_end, trace.start_ns[rows], trace.end_ns[rows] + 1)
+    rows = rows[touching]
+    if not len(rows):
+        return "a blocking call"
+    counts = np.bincount(trace.name_id[rows])
+    return name_cell(trace.names[int(np.argmax(counts))], NAME_WIDTH)
+
+
+def _where_cpu_was(trace: Trace, gap_start, gap_end, marker_rows) -> str:
+    """The op the CPU spent most of these gaps in (its own time, not its children's)."""
+    if not len(gap_start):
+        return "nothing recorded"
+    lo, hi = int(gap_start.min()), int(gap_end.max())
+    rows = np.flatnonzero(trace.start_ns[:np.searchsorted(trace.start_ns, hi)] < hi)
+    rows = rows[trace.end_ns[rows] > lo]
+    spent = cpu_time_in(trace, gap_start, gap_end, rows)[rows]
+    # step markers and spans around everything hold the Python time between ops
+    spans_all = (trace.parent[rows] < 0) & (trace.end_ns[rows] - trace.start_ns[rows] >= hi - lo)
+    around = np.isin(rows, marker_rows) | spans_all
+    canonical, names = canonical_names(trace.names)
+    by_name = np.bincount(canonical[trace.name_id[rows[~around]]], weights=spent[~around],
+                          minlength=len(names))
+    total = float((gap_end - gap_start).sum())
+    if not len(by_name) or by_name.max() < 0.2 * total:
+        return "Python code between ops (no op ran for most of it)"
+    top = int(np.argmax(by_name))
+    text = f"{name_cell(names[top], NAME_WIDTH)} ({100.0 * by_name[top] / total:.0f}%)"
+    if names[top].startswith(_RUNTIME_PREFIXES):  # a runtime call: name the op that made it
+        event = rows[~around][np.argmax(np.where(canonical[trace.name_id[rows[~around]]] == top,
+                                                 spent[~around], -1))]
+        parent = int(trace.parent[event])
+        if parent >= 0:
+            text = f"{name_cell(trace.names[trace.name_id[parent]], NAME_WIDTH)} > {text}"
+    return text
+
+
+def _step_outliers(labels: list[str], wall_ns: np.ndarray) -> list[str]:
+    if len(wall_ns) < 3:
+        return []
+    median = float(np.median(wall_ns))
+    out = []
+    for index in (int(np.argmax(wall_ns)), int(np.argmin(wall_ns))):
+        ratio = wall_ns[index] / median if median else 1.0
+        if ratio >= 1.5 or ratio <= 1 / 1.5:
+            out.append(f"{labels[index]} took {format_us(wall_ns[index] / 1e3)}, {ratio:.2f}x the "
+                       f"median step ({format_us(median / 1e3)})"
+                       + ("; a warm-up or a one-off (compilation, allocation)?" if index == 0 else "."))
+    return out

@@ -1,0 +1,97 @@
+"""The widget's Overview and Compare tabs, added to its panes by :func:`add_answer_panes`.
+
+Overview: a stacked bar per step (timeline/overview.py), the steps as a list, the top kernels and
+copies, and the findings. Picking a step in the list, or tapping its bar, zooms the timeline to
+that step. The contents come from the pure modules (steps, kernel_summary, findings).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+import ipywidgets
+
+from ..analysis import format_us
+from ..findings import findings
+from ..kernel_summary import kernel_summary
+from ..steps import breakdown, step_table
+from ..tables import records
+
+# Text tables must not wrap: a wrapped row reads as two
+PRE_STYLE = "margin:0; white-space:pre; overflow-x:auto"
+
+
+class OverviewPane(ipywidgets.VBox):
+    """Steps, top kernels and findings of one trace; ``zoom_to(step)`` drives the timeline."""
+
+    def __init__(self, trace, timeline):
+        from jupyter_bokeh import BokehModel
+
+        from ..timeline.overview import step_bars
+
+        self.trace, self.timeline = trace, timeline
+        result = breakdown(trace)
+        self.steps = records(step_table(result, plain=True))
+        kernels = kernel_summary(trace, limit=10, plain=True)
+        self.findings = findings(trace, result, kernels)
+        figure, self.bars = step_bars(self.steps, has_gpu=trace.has_gpu)
+        self.bars.selected.on_change("indices", self._bar_tapped)
+        self.step_list = ipywidgets.Select(
+            options=[(self._step_label(i, row), i) for i, row in enumerate(self.steps)], value=None,
+            rows=min(6, max(len(self.steps), 1)), layout=ipywidgets.Layout(width="100%"))
+        self.step_list.add_class("nbprof-steps")
+        self.step_list.observe(lambda change: self.zoom_to(change["new"]), names="value")
+        found = "".join(f"<li>{escape(line)}</li>" for line in self.findings) or "<li>nothing stands out</li>"
+        findings_html = ipywidgets.HTML(f"<ul class='nbprof-findings' style='margin:2px 0'>{found}</ul>")
+        tables = kernels.table()
+        if trace.has_gpu:
+            memory = kernel_summary(trace, memory=True, limit=5, plain=True)
+            tables += "\n\nMemcpy / memset:\n" + memory.table()
+        kernel_html = ipywidgets.HTML(
+            f"<pre class='nbprof-kernels' style='{PRE_STYLE}'>{escape(tables)}</pre>"
+            if trace.has_gpu else "<i>no GPU work recorded</i>")
+        source = self.steps[0]["source"] if self.steps else "none"
+        super().__init__([findings_html, ipywidgets.HTML(f"<b>Steps</b> (from {escape(source)}; pick "
+                                                         "one, or tap its bar, to zoom the timeline to it)"),
+                          BokehModel(figure), self.step_list, ipywidgets.HTML("<b>Top GPU work</b>"),
+                          kernel_html])
+        self.add_class("nbprof-overview")
+
+    @staticmethod
+    def _step_label(index: int, row: dict) -> str:
+        idle = f", GPU idle {row['gpu_idle_pct']:.0f}%" if row["gpu_busy_us"] else ""
+        return (f"{index + 1}: {row['step']} · wall {format_us(row['wall_us'])}, CPU busy "
+                f"{format_us(row['cpu_busy_us'])}, GPU busy {format_us(row['gpu_busy_us'])}{idle}")
+
+    def zoom_to(self, index) -> None:
+        """Show step ``index`` (0-based) across the whole timeline; None does nothing."""
+        if index is None:
+            return
+        row = self.steps[int(index)]
+        self.timeline.show_range(int(row["start_ns"]), int(row["end_ns"]))
+        if self.step_list.value != index:
+            self.step_list.value = index
+
+    def _bar_tapped(self, _attr, _old, new) -> None:
+        if new:
+            self.zoom_to(int(new[0]))
+
+
+def add_answer_panes(widget, compare_to=None, compare_label: str = "the previous run") -> None:
+    """Append the Overview (and, given a trace to compare with, the Compare) tab to the widget's
+    panes, keeping the pane it shows."""
+    from .compare import ComparePane
+
+    panes = widget.panes
+    shown = panes.selected_index
+    widget.overview = OverviewPane(widget.trace, widget.timeline)
+    extra = [("Overview", widget.overview)]
+    widget.compare = None
+    if compare_to is not None:
+        widget.compare = ComparePane(compare_to, widget.trace, compare_label)
+        extra.append(("Compare", widget.compare))
+    titles = [panes.get_title(i) for i in range(len(panes.children))]
+    panes.children = [*panes.children, *(pane for _, pane in extra)]
+    for index, title in enumerate([*titles, *(title for title, _ in extra)]):
+        panes.set_title(index, title)
+    panes.selected_index = shown

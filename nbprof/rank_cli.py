@@ -1,0 +1,69 @@
+"""``nbprof ranks DIR`` and ``nbprof convert IN... -o DIR``: the verbs for a job's many files."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sys
+from concurrent.futures import ProcessPoolExecutor
+
+from .ranks import rank_of, trace_paths
+
+
+def ranks(options) -> int:
+    from .rank_sql import rank_summary
+
+    def progress(done, total, path):
+        if total > 1 and sys.stderr.isatty():
+            print(f"\rnbprof: {done}/{total} files", end="", file=sys.stderr, flush=True)
+
+    summary = rank_summary(options.traces if len(options.traces) > 1 else options.traces[0],
+                           memory_limit=options.memory_limit, progress=progress)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    if options.json:
+        print(json.dumps({"ranks": summary.to_dicts(), "straggler": summary.straggler,
+                          "reason": summary.reason}))
+    else:
+        print(summary)
+    return 0
+
+
+def parquet_name(path: pathlib.Path) -> str:
+    name = path.name
+    for suffix in (".json.gz", ".json", ".parquet"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)] + ".parquet"
+    return name + ".parquet"
+
+
+def convert_one(job: tuple) -> str:
+    """One file -> Parquet, in a worker process; its rank put in meta (from the file, else the
+    name, else its position), so the Parquet folder says every row's rank."""
+    from . import load
+
+    path, position, output = job
+    trace = load(path)
+    trace.meta["rank"] = rank_of(trace, path, position)
+    return trace.to_parquet(output)
+
+
+def convert(options) -> int:
+    paths = [p for p in trace_paths(options.traces) if not p.name.endswith(".parquet")]
+    if not paths:
+        raise FileNotFoundError("no .json or .json.gz trace among the inputs")
+    folder = pathlib.Path(options.output)
+    folder.mkdir(parents=True, exist_ok=True)
+    outputs = [folder / parquet_name(path) for path in paths]
+    if len(set(outputs)) < len(outputs):
+        raise ValueError("two inputs have the same file name; convert them into different folders")
+    jobs = options.jobs or os.cpu_count() or 1
+    work = [(str(path), index, str(out)) for index, (path, out) in enumerate(zip(paths, outputs))]
+    if jobs == 1 or len(work) == 1:
+        written = list(map(convert_one, work))
+    else:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
+            written = list(pool.map(convert_one, work))
+    print(f"nbprof: wrote {len(written)} Parquet files into {folder}")
+    return 0

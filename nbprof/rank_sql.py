@@ -1,0 +1,116 @@
+"""The per-rank summary of a job too big for one machine's memory: DuckDB over per-rank Parquet
+files (``trace.to_parquet`` / ``nbprof convert``), one file at a time, so memory holds one rank's
+columns at most (DuckDB spills past ``memory_limit``) and time grows with the number of ranks.
+
+It computes exactly what :func:`nbprof.ranks.rank_summary` does in memory (a test holds them
+equal): the union of each lane's intervals as the sum of what each interval reaches past the
+running max of the ends before it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from .ranks import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler,
+                    rank_of, trace_paths)
+
+_SUMMARY = f"""
+WITH t AS (
+    SELECT gpu, rank, start_ns, end_ns, name,
+           CASE WHEN gpu THEN (CAST(device AS BIGINT) << 32) | (CAST(stream AS BIGINT) & 4294967295)
+                ELSE CAST(thread AS BIGINT) END AS lane,
+           regexp_matches(name, '{COLLECTIVE_PATTERN}', 'i') AS collective
+    FROM read_parquet($path)),
+busy AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY rank, gpu, lane ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM t),
+coll AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY rank, gpu, lane ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM t WHERE collective),
+per_rank AS (
+    SELECT rank, count(*) FILTER (WHERE NOT gpu) AS events, count(*) FILTER (WHERE gpu) AS gpus,
+           max(end_ns) - min(start_ns) AS wall_ns,
+           sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
+               FILTER (WHERE NOT gpu) AS cpu_busy,
+           sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
+               FILTER (WHERE gpu) AS gpu_busy
+    FROM busy GROUP BY rank),
+per_rank_coll AS (
+    SELECT rank, count(*) FILTER (WHERE gpu) AS gpu_collectives,
+           sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
+               FILTER (WHERE gpu) AS gpu_coll,
+           sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
+               FILTER (WHERE NOT gpu) AS cpu_coll
+    FROM coll GROUP BY rank)
+SELECT p.rank, p.events, p.gpus, p.wall_ns, p.cpu_busy, p.gpu_busy, c.gpu_collectives,
+       c.gpu_coll, c.cpu_coll
+FROM per_rank p LEFT JOIN per_rank_coll c USING (rank) ORDER BY p.rank
+"""
+
+_STEPS = r"""
+SELECT rank, list(end_ns - start_ns ORDER BY start_ns, end_ns - start_ns DESC) AS steps
+FROM read_parquet($path)
+WHERE NOT gpu AND regexp_matches(name, $step) GROUP BY rank
+"""
+
+
+def _connect(memory_limit: str, threads: int | None):
+    from .columnar import require
+
+    duckdb = require("duckdb")
+
+    connection = duckdb.connect(":memory:")
+    connection.execute(f"SET memory_limit = '{memory_limit}'")
+    if threads:
+        connection.execute(f"SET threads = {int(threads)}")
+    connection.execute("SET preserve_insertion_order = false")  # lets big sorts spill
+    return connection
+
+
+def file_rows(connection, path) -> list[RankRow]:
+    """The summary rows of the ranks in one Parquet file."""
+    steps = dict(connection.execute(_STEPS, {"path": str(path), "step": STEP_PATTERN}).fetchall())
+    rows = []
+    for (rank, events, gpus, wall, cpu_busy, gpu_busy, gpu_collectives, gpu_coll,
+         cpu_coll) in connection.execute(_SUMMARY, {"path": str(path)}).fetchall():
+        rows.append(RankRow(
+            rank=int(rank), events=int(events), gpu_intervals=int(gpus), wall_ns=int(wall or 0),
+            cpu_busy_ns=int(cpu_busy or 0), gpu_busy_ns=int(gpu_busy or 0),
+            collective_ns=int((gpu_coll if gpu_collectives else cpu_coll) or 0),
+            steps=tuple(int(step) for step in steps.get(rank) or ())))
+    return rows
+
+
+def rank_summary(sources, *, memory_limit: str = "1GB", threads: int | None = None,
+                 progress=None) -> RankSummary:
+    """Per-rank summary of Parquet trace files (a folder, a glob, or a list), with DuckDB, one
+    file at a time. Other trace files (JSON) are loaded one at a time and summarised in memory."""
+    from . import load
+    from .ranks import rank_summary as in_memory
+
+    paths = trace_paths(sources)
+    connection = _connect(memory_limit, threads)
+    rows: list[RankRow] = []
+    try:
+        for index, path in enumerate(paths):
+            if pathlib.Path(path).name.endswith(".parquet"):
+                from .columnar import read_header
+
+                read_header(path)  # a clear error for a Parquet file nbprof did not write
+                rows += file_rows(connection, path)
+            else:
+                trace = load(path)
+                trace.meta["rank"] = rank_of(trace, path, index)
+                rows += in_memory(trace).rows
+            if progress:
+                progress(index + 1, len(paths), path)
+            if len({row.rank for row in rows}) < len(rows):
+                raise ValueError(f"{path} holds a rank that an earlier file holds too: give "
+                                 "files of different ranks (nbprof convert names them rankN)")
+    finally:
+        connection.close()
+    rows.sort(key=lambda row: row.rank)
+    straggler, reason = name_straggler(rows)
+    return RankSummary(rows, straggler, reason)

@@ -1,0 +1,355 @@
+"""``trace.steps()``: the steps of a training loop and where each one's time went.
+
+Steps come from, in this order: ``ProfilerStep#N`` annotations (torch.profiler's ``prof.step()``);
+the runs of ``%%cudaprof --repeat N`` (marker ops named by :func:`run_marker`); a repeating pattern
+of top-level ops on the busiest thread (``Optimizer.step`` boundaries, else the shortest period of
+the top-level op sequence); else the whole trace is one step.
+
+Per step: wall time (the step's CPU window), CPU busy (the union of every thread's ops in it), GPU
+busy (the union of the GPU work its ops launched, per device, never the sum), that busy time split
+into compute / communication / memcpy, and the GPU's idle time split by why:
+
+* **sync**: a blocking CPU call (``cudaDeviceSynchronize``, ``aten::item``, a synchronous memcpy...)
+  overlaps the gap or ends just as it starts: the CPU waited for the queue to drain, so the GPU
+  sat idle until the CPU queued work again;
+* **launch**: a gap shorter than ``launch_gap_us`` between two pieces of work: launch latency
+  (the CPU keeps up; each launch costs this much);
+* **host**: any other gap: nothing was queued because the CPU was busy elsewhere (Python, ops
+  that launch nothing): the step is host-bound there.
+
+The GPU window of a step runs from the step's start to the end of its last GPU work (work runs
+after the CPU queued it), so GPU idle counts from the step's start. numpy only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, NO_ID, Trace
+from .intervals import covered_ns, gaps_in_windows, merge_by_group, touches_any, union_ns_by_group
+from .tables import make_table
+
+# -- the --repeat run markers (the magic writes them, the steps and the repeat summary read them) --
+
+MARKER_PREFIX = "cudaprof run "
+_MARKER = re.compile(re.escape(MARKER_PREFIX) + r"(\d+)/(\d+)$")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_OPTIMIZER_STEP = re.compile(r"^Optimizer\.step")
+# CPU calls that block until the GPU has drained its queue (or a stream of it).
+SYNC_CALLS = re.compile(r"(?i)synchroni[sz]e|^(cuda|hip)Memcpy(2D|3D)?(Peer)?$|"
+                        r"^aten::(item|_local_scalar_dense)$")
+COMMUNICATION = re.compile(r"(?i)nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|"
+                           r"sendrecv|broadcast|c10d::")
+
+IDLE_KINDS = ("host", "sync", "launch")
+SOURCES = ("ProfilerStep", "repeat", "pattern", "whole trace")
+DEFAULT_LAUNCH_GAP_US = 10.0
+
+
+def run_marker(index: int, runs: int) -> str:
+    """The name of the marker op around run ``index`` (0-based) of ``runs``."""
+    return f"{MARKER_PREFIX}{index + 1}/{runs}"
+
+
+def run_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Marker name ids, start and end (ns) of each ``--repeat`` run, in time order."""
+    return _named_rows(trace, _MARKER)
+
+
+def _named_rows(trace: Trace, pattern: re.Pattern):
+    ids = [i for i, name in enumerate(trace.names) if pattern.match(name)]
+    rows = np.flatnonzero(np.isin(trace.name_id, ids))
+    if len(rows):  # a marker nested in another of its kind (a duplicated annotation) is not a step
+        nested = np.isin(trace.parent[rows], rows)
+        rows = rows[~nested]
+    return trace.name_id[rows], trace.start_ns[rows], trace.end_ns[rows]
+
+
+# -- finding the steps ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepWindows:
+    """The steps of a trace: label, CPU window (ns) and where they came from (one of SOURCES)."""
+
+    labels: list[str]
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    source: str
+    marker_rows: np.ndarray  # the events that define the steps (left out of CPU busy)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def of_times(self, times_ns: np.ndarray) -> np.ndarray:
+        """The step holding each time, -1 outside every step."""
+        index = np.searchsorted(self.start_ns, times_ns, side="right") - 1
+        inside = index >= 0
+        inside[inside] = np.asarray(times_ns)[inside] < self.end_ns[index[inside]]
+        return np.where(inside, index, -1)
+
+
+def find_steps(trace: Trace) -> StepWindows:
+    """The steps of ``trace`` from the first source that has them (see the module's docstring)."""
+    for pattern, source in ((_PROFILER_STEP, "ProfilerStep"), (_MARKER, "repeat")):
+        name_ids, start, end = _named_rows(trace, pattern)
+        if len(start):
+            rows = np.flatnonzero(np.isin(trace.name_id, np.unique(name_ids)))
+            rows = rows[np.isin(trace.start_ns[rows], start)]
+            # The ranks of one job (a merged trace) each mark step N at about the same time: where
+            # windows of one label overlap they are one step, from the first start to the last end.
+            unique_ids, which = np.unique(name_ids, return_inverse=True)
+            label_of, first, last = merge_by_group(which.reshape(-1), start, end)
+            order = np.argsort(first, kind="stable")
+            labels = [trace.names[i] for i in unique_ids[label_of[order]]]
+            if source == "repeat":
+                labels = [f"run {label[len(MARKER_PREFIX):]}" for label in labels]
+            return StepWindows(labels, first[order], last[order], source, rows)
+    pattern = _pattern_steps(trace)
+    if pattern is not None:
+        return pattern
+    if not len(trace) and not trace.has_gpu:
+        return StepWindows([], np.zeros(0, np.int64), np.zeros(0, np.int64), "whole trace",
+                           np.zeros(0, np.int64))
+    starts = [a.min() for a in (trace.start_ns, trace.gpu_start_ns) if len(a)]
+    ends = [a.max() for a in (trace.end_ns, trace.gpu_end_ns) if len(a)]
+    return StepWindows(["whole trace"], np.array([min(starts)], np.int64),
+                       np.array([max(ends)], np.int64), "whole trace", np.zeros(0, np.int64))
+
+
+def _pattern_steps(trace: Trace) -> StepWindows | None:
+    """Steps from the top-level ops of the busiest thread: each ends with an ``Optimizer.step``,
+    else the top-level sequence of op names repeats with some period (the shortest one)."""
+    top = np.flatnonzero(trace.parent == NO_ID)
+    if len(top) < 2:
+        return None
+    busy = np.bincount(trace.thread[top], weights=(trace.end_ns - trace.start_ns)[top])
+    top = top[trace.thread[top] == int(np.argmax(busy))]
+    names = trace.name_id[top]
+    optimizer_ids = [i for i, name in enumerate(trace.names) if _OPTIMIZER_STEP.match(name)]
+    ends = np.flatnonzero(np.isin(names, optimizer_ids))
+    if len(ends) >= 2:
+        # step k runs from the op after optimizer step k-1 to the end of optimizer step k
+        firsts = np.concatenate([[0], ends[:-1] + 1])
+        return _steps_of(trace, top, firsts, ends)
+    period = _shortest_period(names)
+    if period is None:
+        return None
+    copies = len(names) // period
+    firsts = np.arange(copies) * period
+    return _steps_of(trace, top, firsts, firsts + period - 1)
+
+
+def _shortest_period(sequence: np.ndarray, tries: int = 64) -> int | None:
+    """The shortest p such that the sequence is at least two copies of its first p items (a
+    shorter, unfinished copy may follow); None if there is none. Candidates are where the first
+    item comes again."""
+    n = len(sequence)
+    for period in np.flatnonzero(sequence == sequence[0])[1:tries + 1].tolist():
+        if 2 * period > n:
+            break
+        if np.array_equal(sequence[period:], sequence[:n - period]):
+            return period
+    return None
+
+
+def _steps_of(trace: Trace, top: np.ndarray, firsts: np.ndarray, lasts: np.ndarray) -> StepWindows:
+    start = trace.start_ns[top[firsts]]
+    end = trace.end_ns[top[lasts]]
+    return StepWindows([f"step {k + 1}" for k in range(len(start))], start.astype(np.int64),
+                       end.astype(np.int64), "pattern", np.zeros(0, np.int64))
+
+
+# -- where each step's time went --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Per step columns (ns) and the GPU's idle gaps with their kind (index into IDLE_KINDS)."""
+
+    windows: StepWindows
+    columns: dict
+    gap_step: np.ndarray
+    gap_start_ns: np.ndarray
+    gap_end_ns: np.ndarray
+    gap_kind: np.ndarray
+
+
+def breakdown(trace: Trace, windows: StepWindows | None = None,
+              launch_gap_us: float = DEFAULT_LAUNCH_GAP_US) -> StepBreakdown:
+    windows = find_steps(trace) if windows is None else windows
+    steps = len(windows)
+    start, end = windows.start_ns, windows.end_ns
+
+    # CPU busy: the union, over threads, of the outermost ops in the step (their children lie
+    # inside them); the step markers and spans that hold the whole step do not count.
+    excluded = np.zeros(len(trace), bool)
+    excluded[windows.marker_rows] = True
+    step_of_event = windows.of_times(trace.start_ns)
+    holds_step = np.zeros(len(trace), bool)
+    if steps:
+        # An event holds a whole step (and then is a span around steps, as Kineto's trace-wide
+        # slice) if it starts at or before the first step starting at or after it and ends after
+        # that step's end; an op that is exactly one step (a pattern of one op) still counts.
+        covering = np.searchsorted(start, trace.start_ns, side="left")
+        has = covering < steps
+        step_start, step_end = start[covering[has]], end[covering[has]]
+        event_start, event_end = trace.start_ns[has], trace.end_ns[has]
+        holds_step[has] = (event_end >= step_end) & ((event_start < step_start) | (event_end > step_end))
+    excluded |= holds_step
+    parent = trace.parent
+    outermost = ~excluded & ((parent == NO_ID) | excluded[np.maximum(parent, 0)])
+    rows = np.flatnonzero(outermost & (step_of_event >= 0))
+    cpu_busy = union_ns_by_group(step_of_event[rows], trace.start_ns[rows],
+                                 np.minimum(trace.end_ns[rows], end[step_of_event[rows]]), steps)
+
+    # GPU work belongs to the step whose op launched it (else to the step it starts in).
+    kind = trace.gpu_kind
+    work = np.flatnonzero(np.isin(kind, (KIND_OP, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)))
+    launch = trace.gpu_launch[work]
+    at = np.where(launch >= 0, trace.start_ns[np.maximum(launch, 0)] if len(trace) else 0,
+                  trace.gpu_start_ns[work])
+    gpu_step = windows.of_times(at)
+    work, gpu_step = work[gpu_step >= 0], gpu_step[gpu_step >= 0]
+    gpu_start, gpu_end = trace.gpu_start_ns[work], trace.gpu_end_ns[work]
+    gpu_window_end = end.copy()
+    np.maximum.at(gpu_window_end, gpu_step, gpu_end)
+    gpu_start = np.maximum(gpu_start, start[gpu_step])  # a clock skew must not reach before the step
+    devices = np.unique(trace.gpu_device[work]) if len(work) else np.zeros(0, np.int16)
+    device_index = np.searchsorted(devices, trace.gpu_device[work])
+    group = gpu_step * max(len(devices), 1) + device_index  # per (step, device)
+    groups = steps * max(len(devices), 1)
+
+    comm_names = np.array([bool(COMMUNICATION.search(name)) for name in trace.names] or [False])
+    is_comm = comm_names[trace.gpu_name_id[work]]
+    is_memory = np.isin(kind[work], (KIND_MEMCPY, KIND_MEMSET))
+    is_compute = ~is_comm & ~is_memory
+
+    def union(mask):
+        per_group = union_ns_by_group(group[mask], gpu_start[mask], gpu_end[mask], groups)
+        return per_group.reshape(steps, -1).sum(axis=1) if steps else per_group
+
+    # Where classes overlap (a copy under a kernel on another stream) the time counts once:
+    # compute first, then communication, then memcpy, so the three add up to GPU busy.
+    compute = union(is_compute)
+    compute_or_comm = union(is_compute | is_comm)
+    busy = union(np.ones(len(work), bool))
+
+    # Idle gaps: the GPU's gaps (no work of any step on the device), cut into the steps' GPU
+    # windows. Work runs behind the CPU, so step k's window opens when both its CPU step has begun
+    # and the work of the steps before it has ended, and closes where step k+1's opens.
+    window_start, window_end = _gpu_windows(start, gpu_window_end)
+    if len(devices) and steps:
+        block_device, block_start, block_end = merge_by_group(device_index, gpu_start, gpu_end)
+        gap_device, gap_start, gap_end = gaps_in_windows(
+            np.full(len(devices), window_start[0]), np.full(len(devices), window_end[-1]),
+            block_device, block_start, block_end)
+        gap_step, gap_start, gap_end = _cut(gap_start, gap_end, window_start, window_end)
+    else:  # nothing ran on a GPU: no GPU idle either (a CPU-only trace)
+        gap_step = gap_start = gap_end = np.zeros(0, np.int64)
+    gpu_span = (window_end - window_start) * len(devices)
+    gap_kind = _idle_kinds(trace, gap_start, gap_end, launch_gap_us)
+    idle = {name: np.bincount(gap_step[gap_kind == index], weights=(gap_end - gap_start)[gap_kind == index],
+                              minlength=steps)[:steps].astype(np.int64)
+            for index, name in enumerate(IDLE_KINDS)}
+    columns = {
+        "wall_ns": end - start, "cpu_busy_ns": cpu_busy, "gpu_busy_ns": busy,
+        "compute_ns": compute, "communication_ns": compute_or_comm - compute,
+        "memcpy_ns": busy - compute_or_comm, "gpu_span_ns": gpu_span,
+        **{f"idle_{name}_ns": idle[name] for name in IDLE_KINDS},
+    }
+    return StepBreakdown(windows, columns, gap_step, gap_start, gap_end, gap_kind)
+
+
+def _gpu_windows(start: np.ndarray, gpu_end: np.ndarray):
+    """Per step, the span of GPU time it owns: from when its CPU step began and the work of every
+    step before it was done, to where the next step's opens (the last: to its own work's end)."""
+    if not len(start):
+        return start, start
+    done_before = np.concatenate([[start[0]], np.maximum.accumulate(gpu_end)[:-1]])
+    window_start = np.maximum(np.maximum.accumulate(start), done_before)
+    window_end = np.append(window_start[1:], max(int(gpu_end.max()), int(window_start[-1])))
+    return window_start, np.maximum(window_end, window_start)
+
+
+def _cut(gap_start, gap_end, window_start, window_end):
+    """Gaps cut at the windows' bounds: (window, start, end) of each piece inside a window."""
+    first = np.searchsorted(window_start, gap_start, side="right") - 1
+    last = np.searchsorted(window_start, gap_end, side="left") - 1
+    pieces = np.maximum(last - first + 1, 0)
+    gap = np.repeat(np.arange(len(gap_start)), pieces)
+    window = np.repeat(first, pieces) + (np.arange(len(gap)) - np.repeat(np.cumsum(pieces) - pieces, pieces))
+    valid = window >= 0
+    gap, window = gap[valid], window[valid]
+    piece_start = np.maximum(gap_start[gap], window_start[window])
+    piece_end = np.minimum(gap_end[gap], window_end[window])
+    real = piece_end > piece_start
+    return window[real], piece_start[real], piece_end[real]
+
+
+def _idle_kinds(trace: Trace, gap_start, gap_end, launch_gap_us: float) -> np.ndarray:
+    """Per idle gap, its kind (index into IDLE_KINDS)."""
+    sync_ids = [i for i, name in enumerate(trace.names) if SYNC_CALLS.search(name)]
+    sync_rows = np.flatnonzero(np.isin(trace.name_id, sync_ids))
+    _, sync_start, sync_end = merge_by_group(np.zeros(len(sync_rows)), trace.start_ns[sync_rows],
+                                             trace.end_ns[sync_rows])
+    kinds = np.zeros(len(gap_start), np.int64)  # host
+    kinds[gap_end - gap_start < launch_gap_us * 1e3] = IDLE_KINDS.index("launch")
+    kinds[touches_any(sync_start, sync_end, gap_start, gap_end)] = IDLE_KINDS.index("sync")
+    return kinds
+
+
+def cpu_time_in(trace: Trace, gap_start, gap_end, rows: np.ndarray | None = None) -> np.ndarray:
+    """Per event (of ``rows``, default all), its self time inside the gaps: what the CPU was
+    doing while the GPU sat idle. The gaps must be disjoint and sorted."""
+    rows = np.arange(len(trace)) if rows is None else rows
+    inside = covered_ns(gap_start, gap_end, trace.start_ns[rows], trace.end_ns[rows])
+    total = np.zeros(len(trace), np.int64)
+    total[rows] = inside
+    children = rows[trace.parent[rows] >= 0]
+    # self = inclusive minus the children's inclusive (as self time is everywhere)
+    return total - np.bincount(trace.parent[children], weights=total[children],
+                               minlength=len(trace))[:len(trace)].astype(np.int64)
+
+
+# -- the table ------------------------------------------------------------------------------
+
+STEP_COLUMNS = ("wall", "cpu_busy", "gpu_busy", "compute", "communication", "memcpy", "gpu_idle",
+                "idle_host", "idle_sync", "idle_launch")
+
+
+def steps(trace: Trace, launch_gap_us: float = DEFAULT_LAUNCH_GAP_US):
+    """The step table of ``trace`` (a DataFrame with pandas, else a list of row dicts; ``.table()``
+    either way). Times in microseconds; ``start_ns`` / ``end_ns`` are the step's CPU window."""
+    return step_table(breakdown(trace, launch_gap_us=launch_gap_us))
+
+
+def step_table(result: StepBreakdown, plain: bool = False):
+    windows, c = result.windows, result.columns
+    idle = c["idle_host_ns"] + c["idle_sync_ns"] + c["idle_launch_ns"]
+    span = c["gpu_span_ns"]
+    columns = {
+        "step": list(windows.labels), "source": [windows.source] * len(windows),
+        "start_ns": windows.start_ns, "end_ns": windows.end_ns,
+        "wall_us": c["wall_ns"] / 1e3, "cpu_busy_us": c["cpu_busy_ns"] / 1e3,
+        "gpu_busy_us": c["gpu_busy_ns"] / 1e3, "compute_us": c["compute_ns"] / 1e3,
+        "communication_us": c["communication_ns"] / 1e3, "memcpy_us": c["memcpy_ns"] / 1e3,
+        "gpu_idle_us": idle / 1e3, "idle_host_us": c["idle_host_ns"] / 1e3,
+        "idle_sync_us": c["idle_sync_ns"] / 1e3, "idle_launch_us": c["idle_launch_ns"] / 1e3,
+        "gpu_idle_pct": np.divide(100.0 * idle, span, out=np.zeros(len(span)), where=span > 0),
+    }
+    return make_table("Steps", columns, steps_text, plain)
+
+
+def steps_text(rows: list[dict], row_limit: int = -1) -> str:
+    from .analysis import format_us, limit_rows, text_table
+
+    headers = ["Step", "Wall", "CPU busy", "GPU busy", "Compute", "Comm", "Memcpy", "GPU idle",
+               "host", "sync", "launch"]
+    cells = [[row["step"], *(format_us(row[f"{name}_us"]) for name in STEP_COLUMNS[:7]),
+              *(format_us(row[f"{name}_us"]) for name in STEP_COLUMNS[7:])]
+             for row in limit_rows(rows, row_limit)]
+    source = rows[0]["source"] if rows else "none"
+    return "\n".join([f"{len(rows)} steps (from {source}); GPU idle split by why: host-bound, "
+                      "waiting on a sync, launch gaps", *text_table(headers, cells, 30)])

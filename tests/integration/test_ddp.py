@@ -1,0 +1,57 @@
+"""A real 2-rank job: torchrun, gloo on the CPU, DDP, each rank profiled by `nbprof run`, then the
+rank files merged into one page and summarised (what `make demo-ddp` does)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import nbprof
+from nbprof import ranks
+from nbprof.cli import main
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TORCHRUN = pathlib.Path(sys.executable).with_name("torchrun")
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    if not TORCHRUN.exists():
+        pytest.fail(f"{TORCHRUN} is missing: torch's torchrun is needed for the DDP test")
+    out = tmp_path_factory.mktemp("ddp")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "nbprof.cli", "run",
+         str(ROOT / "kernels" / "ddp_mlp.py"), "-o", str(out / "page.rank{rank}.html"),
+         "--trace", str(out / "traces" / "step.rank{rank}.json.gz"), "--",
+         "--steps", "3", "--slow-rank", "1"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return out
+
+
+def test_each_rank_wrote_its_own_files_with_its_rank(job):
+    for rank in (0, 1):
+        trace = nbprof.load(job / "traces" / f"step.rank{rank}.json.gz")
+        assert trace.meta["rank"] == rank and trace.meta["world_size"] == 2
+        assert trace.meta["local_rank"] == rank and trace.meta["host"]
+        assert (job / f"page.rank{rank}.html").is_file()
+        assert any(name.startswith("gloo:all_reduce") for name in trace.names)
+
+
+def test_the_ranks_merge_into_one_page_and_summary(job):
+    merged = nbprof.load(job / "traces")
+    assert merged.meta["merged_ranks"] == [0, 1]
+    rank1 = merged.meta["ranks"][1]
+    assert rank1["collectives_matched"] > 0  # gloo's ops lined the clocks up
+    # one host, one clock: the collectives agree with it to well under a millisecond
+    assert abs(rank1["collective_offset_ns"]) < 1_000_000
+    summary = merged.rank_summary()
+    assert [len(row.steps) for row in summary.rows] == [3, 3]
+    assert all(row.collective_ns > 0 for row in summary.rows)
+    assert summary.straggler == 1  # the rank that did extra work each step
+    page = job / "job.html"
+    assert main(["view", str(job / "traces"), "-o", str(page)]) == 0
+    assert "2 ranks merged" in page.read_text()

@@ -1,0 +1,79 @@
+"""Writes never leave a half file where a good one was: a full disk (RLIMIT_FSIZE) during
+export_chrome_trace, save_html or to_parquet keeps the old file byte for byte, with no temporary
+file left beside it; a path that can't be written says which and why."""
+
+import subprocess
+import sys
+
+import pytest
+
+from nbprof.atomic import check_writable, write_file
+
+# The child writes a big trace under a 64 KiB file size limit: SIGXFSZ ignored, so write() fails
+# with EFBIG as it does on a full disk.
+FULL_DISK = """
+import resource, signal, sys
+import numpy as np
+import nbprof
+from nbprof.events import Trace
+n = 200_000
+trace = Trace.build(start_ns=np.arange(n) * 10, end_ns=np.arange(n) * 10 + 5,
+                    thread=np.zeros(n, np.int32), name_id=np.arange(n) % 7,
+                    names=[f"op{i}" for i in range(7)],
+                    threads=[nbprof.Thread(1, 1, "main")])
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+kind, path = sys.argv[1], sys.argv[2]
+try:
+    if kind == "chrome":
+        trace.export_chrome_trace(path)
+    elif kind == "html":
+        nbprof.save_html(trace, path)
+    else:
+        trace.to_parquet(path)
+except OSError as error:
+    print("ERROR", error)
+    sys.exit(3)
+sys.exit(0)
+"""
+
+
+@pytest.mark.parametrize("kind,name", [("chrome", "t.json"), ("html", "t.html"),
+                                       ("parquet", "t.parquet")])
+def test_a_full_disk_keeps_the_old_file(tmp_path, kind, name):
+    target = tmp_path / name
+    old = b"the good file from before\n" * 10
+    target.write_bytes(old)
+    done = subprocess.run([sys.executable, "-c", FULL_DISK, kind, str(target)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stderr
+    assert str(target) in done.stdout  # the error names the path
+    assert target.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary file left
+
+
+def test_a_file_in_the_way_is_named(tmp_path):
+    script = tmp_path / "file.py"
+    script.write_text("print(1)\n")
+    with pytest.raises(OSError, match="file.py is a file, not a folder"):
+        write_file(script / "x.html", "page")
+    with pytest.raises(OSError, match="file.py is a file, not a folder"):
+        check_writable(script / "x.html")
+    assert script.read_text() == "print(1)\n"
+
+
+def test_a_full_device_names_the_path():
+    with pytest.raises(OSError) as caught:
+        write_file("/dev/full", b"x" * 10)
+    assert "/dev/full" in str(caught.value) and "No space left on device" in str(caught.value)
+
+
+def test_replacing_keeps_permissions_and_writes_through_a_symlink(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    real.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    write_file(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert real.stat().st_mode & 0o777 == 0o640

@@ -1,0 +1,406 @@
+"""Issue 7, loading: each bad, hostile or unusual trace file ends in a Trace that draws,
+summarises, exports and loads back, or in one TraceFormatError naming the file; never another
+exception. Every case here failed (a raw traceback, a crash later, or data dropped) before."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import nbprof
+from nbprof.chrome import TraceFormatError, export_chrome_trace
+from nbprof.chrome.check import check_chrome_trace
+from nbprof.timeline import Timeline
+
+
+def x(name="a", ts=0, dur=1, pid=1, tid=1, **fields):
+    return {"ph": "X", "name": name, "cat": "cpu_op", "pid": pid, "tid": tid, "ts": ts,
+            "dur": dur, **fields}
+
+
+def write(tmp_path, content, name="t.json"):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else json.dumps(content).encode())
+    return path
+
+
+def doc(events, **top):
+    return {"traceEvents": events, **top}
+
+
+def notes(trace):
+    return " | ".join(trace.meta.get("notes", []))
+
+
+def survives_the_chain(trace, tmp_path):
+    """What loads also summarises, draws, exports validly and loads back the same."""
+    trace.table()
+    nbprof.timeline(trace)
+    path = export_chrome_trace(trace, tmp_path / "again.json.gz")
+    assert check_chrome_trace(path) == []
+    again = nbprof.load(path)
+    assert len(again) == len(trace) and len(again.kernels) == len(trace.kernels)
+    assert [again.names[i] for i in again.name_id] == [trace.names[i] for i in trace.name_id]
+    assert np.array_equal(again.start_ns, trace.start_ns)
+    return again
+
+
+def refused(path, *words, **options):
+    with pytest.raises(TraceFormatError) as caught:
+        nbprof.load(path, **options)
+    message = str(caught.value)
+    assert str(path) in message
+    for word in words:
+        assert word in message, message
+    return message
+
+
+# -- a file cut off while it was written, or with junk after it ---------------------------
+
+WHOLE = b'[{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":5},' \
+        b'{"ph":"X","name":"b","pid":1,"tid":1,"ts":1,"dur":2,"args":{"k":{"n":1}}}'
+
+
+@pytest.mark.parametrize("content, said", [
+    (WHOLE + b',{"ph":"X","na', "cut off inside an event"),
+    (WHOLE + b',{"ph":"X","name":"c","args":{"k":{"n":1},"x":', "cut off inside an event"),
+    (WHOLE, "no closing ']'"),
+    (WHOLE + b",\n", "ended in a comma"),
+    (WHOLE + b"]\x00\x00 junk", "after its JSON"),
+    (b'{"traceEvents":' + WHOLE[:-1] + b', "args": {}}', "no closing"),
+])
+def test_a_cut_off_or_padded_file_loads_its_whole_events_and_says_so(tmp_path, content, said):
+    trace = nbprof.load(write(tmp_path, content))
+    assert [trace.names[i] for i in trace.name_id] == ["a", "b"]
+    assert said in notes(trace)
+    survives_the_chain(trace, tmp_path)
+
+
+def test_a_file_broken_in_the_middle_is_one_clear_error(tmp_path):
+    path = write(tmp_path, WHOLE[:30] + b"}}}" + WHOLE[30:] + b"]")
+    refused(path, "not valid JSON")
+
+
+# -- text: invalid UTF-8, lone surrogates, a byte order mark ------------------------------
+
+def test_invalid_utf8_is_replaced_and_noted(tmp_path):
+    content = json.dumps(doc([x(name="NAME"), x(name="ok", ts=2)])).encode()
+    trace = nbprof.load(write(tmp_path, content.replace(b"NAME", b"f\xff\xc3(x")))
+    assert sorted(trace.names) == ["f\ufffd\ufffd(x", "ok"]
+    assert "2 invalid UTF-8" in notes(trace)
+    survives_the_chain(trace, tmp_path)
+
+
+def test_a_lone_surrogate_escape_is_accepted(tmp_path):
+    # valid JSON (the \\ud800 escape), yet no character; an escaped backslash stays text
+    content = (b'{"traceEvents":[{"ph":"X","name":"a\\ud800b","pid":1,"tid":1,"ts":0,"dur":1},'
+               b'{"ph":"X","name":"\\\\ud800","pid":1,"tid":1,"ts":1,"dur":1},'
+               b'{"ph":"X","name":"\\udc00\\ud83d\\ude00","pid":1,"tid":1,"ts":2,"dur":1}]}')
+    trace = nbprof.load(write(tmp_path, content))
+    assert [trace.names[i] for i in trace.name_id] == ["a\ufffdb", "\\ud800", "\ufffd\U0001f600"]
+    assert "2 lone UTF-16 surrogate" in notes(trace)
+    survives_the_chain(trace, tmp_path)
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path):
+    trace = nbprof.load(write(tmp_path, b"\xef\xbb\xbf" + json.dumps(doc([x()])).encode()))
+    assert len(trace) == 1
+    gz = write(tmp_path, gzip.compress(b"\xef\xbb\xbf" + json.dumps([x()]).encode()), "t.json.gz")
+    assert len(nbprof.load(gz)) == 1
+
+
+def test_json_nested_ten_thousand_deep_is_one_clear_error(tmp_path):
+    deep = b"[" * 10_000 + b"]" * 10_000
+    path = write(tmp_path, b'{"traceEvents":[{"ph":"X","name":"a","pid":1,"tid":1,"ts":0,'
+                           b'"dur":1,"args":{"x":' + deep + b"}}]}")
+    refused(path, "nests too deep")
+    assert check_chrome_trace(path)  # reported, not raised
+
+
+# -- values of the wrong type ------------------------------------------------------------
+
+def test_non_numeric_base_time_and_device_id_are_noted(tmp_path):
+    kernel = x(name="k", cat="kernel", pid=0, tid=7, args={"device": 0, "stream": 7})
+    trace = nbprof.load(write(tmp_path, doc(
+        [x(), kernel], baseTimeNanoseconds="soon",
+        deviceProperties=[{"id": "zero", "name": "A"}, {"id": 1, "name": "B"}, "junk"])))
+    assert trace.meta["device_names"] == {1: "B"}
+    assert "baseTimeNanoseconds" in notes(trace) and "deviceProperties" in notes(trace)
+    survives_the_chain(trace, tmp_path)
+
+
+def test_a_stream_of_2_to_the_70_loads_and_exports(tmp_path):
+    kernel = x(name="k", cat="kernel", pid=0, tid=7, args={"stream": 2 ** 70, "big": [2 ** 80]})
+    trace = nbprof.load(write(tmp_path, doc([x(), kernel], deep={"n": 2 ** 65})))
+    assert trace.kernels[0].stream == 0
+    again = survives_the_chain(trace, tmp_path)
+    assert again.kernels[0].args["stream"] == str(2 ** 70)  # kept, as text
+
+
+@pytest.mark.parametrize("bad", [[1], {"a": 1}])
+def test_lists_and_objects_as_ids_link_nothing_and_crash_nothing(tmp_path, bad):
+    events = [
+        {"ph": "M", "name": "process_labels", "pid": 0, "tid": 0, "args": {"labels": "GPU 0"}},
+        x(name="op", ts=0, dur=50, args={"External id": bad}),
+        x(name="cudaLaunchKernel", cat="cuda_runtime", ts=10, dur=5, args={"correlation": bad}),
+        x(name="k", cat="kernel", pid=0, tid=7, ts=20, dur=5,
+          args={"correlation": bad, "External id": bad}),
+        {"ph": "s", "cat": "ac2g", "id": bad, "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "f", "cat": "ac2g", "id": 3, "pid": bad, "tid": 7, "ts": 20, "bp": "e"},
+        {"ph": "M", "name": "thread_name", "pid": bad, "tid": 1, "args": {"name": "x"}},
+    ]
+    path = write(tmp_path, doc(events))
+    trace = nbprof.load(path)
+    assert trace.kernels[0].launch_id is None and "flow events" in notes(trace)
+    survives_the_chain(trace, tmp_path)
+    problems = " ".join(check_chrome_trace(path))
+    assert "not a string or a number" in problems
+
+
+MALFORMED_BLOCKS = [
+    {"threads": "x"}, {"threads": [[1, 1]]}, {"threads": [[2 ** 70, 1, "t"]]},
+    {"categories": 5}, {"categories": [1, 2]}, {"extra_tids": [[1, 2, 99]]},
+    {"gpu_launch": {"a": 1}}, {"gpu_launch": [[0]]}, {"gpu_pid": [2]}, {"meta": [1]},
+    {"meta": {"device_names": {"gpu": "x"}}}, {"meta": {"notes": "x"}},
+    {"meta": {"base_time_ns": "x"}}, {"meta": {"process_names": 3}},
+]
+
+
+@pytest.mark.parametrize("block", MALFORMED_BLOCKS, ids=lambda block: json.dumps(block)[:30])
+def test_a_malformed_nbprof_block_is_read_as_a_plain_trace(tmp_path, block):
+    trace = nbprof.load(write(tmp_path, doc([x(), x(name="b", ts=3)],
+                                            nbprof={"version": 1, **block})))
+    assert len(trace) == 2 and '"nbprof" block is malformed' in notes(trace)
+    survives_the_chain(trace, tmp_path)
+
+
+def test_a_numeric_event_name_becomes_text(tmp_path):
+    path = write(tmp_path, doc([x(name=5), x(name="5", ts=2), x(name=2.5, ts=4),
+                                {"ph": "i", "name": 7, "pid": 1, "tid": 1, "ts": 1}]))
+    trace = nbprof.load(path)
+    assert sorted(trace.names) == ["2.5", "5"] and trace.instants.name == ["7"]
+    assert "5" in trace.table()
+    survives_the_chain(trace, tmp_path)
+    assert any("is not a string" in problem for problem in check_chrome_trace(path))
+
+
+# -- numbers out of range ------------------------------------------------------------------
+
+@pytest.mark.parametrize("events, said", [
+    ([x(ts=-1e16), x(ts=1e16)], "-1e+16"),
+    ([x(dur=1e300)], "dur of 1e+300"),
+    ([x(ts=1e300)], "ts of 1e+300"),
+    ([x(ts=-4e15), x(ts=4e15)], "span more than"),
+    ([x(dur=2 ** 70)], "dur of"),
+])
+def test_times_out_of_range_are_one_clear_error(tmp_path, events, said):
+    path = write(tmp_path, doc(events))
+    refused(path, said)
+    assert any("146 years" in problem for problem in check_chrome_trace(path))
+
+
+def test_pid_and_tid_of_2_to_the_70_load_export_and_reload(tmp_path):
+    trace = nbprof.load(write(tmp_path, doc([x(pid=2 ** 70, tid=2 ** 70), x(ts=3)])))
+    assert len(trace.threads) == 2 and all(abs(t.pid) < 2 ** 63 for t in trace.threads)
+    again = survives_the_chain(trace, tmp_path)
+    assert again.threads == trace.threads
+
+
+def test_pid_1_and_pid_string_1_are_one_lane(tmp_path):
+    trace = nbprof.load(write(tmp_path, doc([
+        x(pid=1, tid=1), x(pid="1", tid="1", ts=2), x(pid=1.0, tid=1, ts=4),
+        {"ph": "M", "name": "thread_name", "pid": "1", "tid": 1, "args": {"name": "main"}}])))
+    assert trace.threads == [nbprof.Thread(1, 1, "main")]
+    assert len(Timeline(trace).lanes) == 1
+
+
+# -- limits: what is no regular file, too big, or clearly no trace -------------------------
+
+def test_dev_zero_and_a_directory_are_refused(tmp_path):
+    refused("/dev/zero", "a device")
+    # A folder is the trace files of a job's ranks (nbprof.ranks); one with none says so.
+    with pytest.raises(FileNotFoundError, match="no .json, .json.gz or .parquet trace"):
+        nbprof.load(tmp_path)
+
+
+def test_a_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    outcome = []
+    reader = threading.Thread(target=lambda: outcome.append(refused(fifo, "a pipe")),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    if reader.is_alive():  # unblock it before failing
+        with open(fifo, "wb"):
+            pass
+        pytest.fail("nbprof.load waited on a pipe")
+    assert outcome
+
+
+def test_gzip_of_whitespace_stops_after_a_megabyte(tmp_path):
+    # 64 MiB of spaces in 64 KiB of gzip: refused after its first MiB, not decompressed whole
+    # (a 4 GiB one took 8.5 GB and 70 s). Python's own allocations are counted: bytes only.
+    path = write(tmp_path, gzip.compress(b" " * (64 << 20), 1), "spaces.json.gz")
+    tracemalloc.start()
+    try:
+        refused(path, "MiB of whitespace")
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
+def test_the_size_cap_stops_a_big_file_and_can_be_raised(tmp_path):
+    content = json.dumps(doc([x(ts=i) for i in range(2000)])).encode()
+    packed = write(tmp_path, gzip.compress(content), "t.json.gz")
+    plain = write(tmp_path, content)
+    for path in (packed, plain):
+        refused(path, "max_bytes", "--max-size", max_bytes=10_000)
+        assert len(nbprof.load(path, max_bytes=len(content))) == 2000
+
+
+@pytest.mark.parametrize("content, said", [
+    (b"", "is empty"), (b"  \n ", "is empty"), (b"PK\x03\x04zipfile", "starts with"),
+    (b"\x1f\x8bnot gzip at all", "gzip data is truncated or corrupt"),
+    (gzip.compress(b'{"traceEvents": []}')[:-12], "gzip"),
+])
+def test_what_is_clearly_no_trace_is_refused_at_once(tmp_path, content, said):
+    refused(write(tmp_path, content), said)
+
+
+def test_cli_view_has_a_size_flag_and_prints_the_notes(tmp_path):
+    path = write(tmp_path, WHOLE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run([sys.executable, "-m", "nbprof.cli", "view", str(path), "-o",
+                          str(tmp_path / "p.html"), "--max-size", "1M"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "no closing ']'" in run.stderr and "2 CPU events" in run.stdout
+    run = subprocess.run([sys.executable, "-m", "nbprof.cli", "view", str(path), "-o",
+                          str(tmp_path / "p.html"), "--max-size", "100"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1 and "--max-size" in run.stderr
+
+
+# -- valid data that was dropped -----------------------------------------------------------
+
+def test_begin_end_pairs_become_nested_slices(tmp_path):
+    events = [
+        {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 0, "args": {"a": 1}},
+        {"ph": "B", "name": "inner", "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 5, "args": {"b": 2}},
+        {"ph": "E", "pid": 1, "tid": 1, "ts": 10},
+        {"ph": "B", "name": "other thread", "pid": 1, "tid": 2, "ts": 1},
+        {"ph": "E", "pid": 1, "tid": 2, "ts": 3},
+        {"ph": "E", "pid": 1, "tid": 3, "ts": 3},  # no B
+        {"ph": "B", "name": "never ends", "pid": 1, "tid": 2, "ts": 4},
+    ]
+    trace = nbprof.load(write(tmp_path, doc(events)))
+    got = [(e.name, e.cpu_interval.start_ns, e.cpu_interval.end_ns, e.depth) for e in trace.events]
+    assert got == [("outer", 0, 10_000, 0), ("other thread", 1000, 3000, 0),
+                   ("inner", 2000, 5000, 1)]
+    assert "2 B/E" in notes(trace)
+    assert trace.events[2].parent == 0
+    survives_the_chain(trace, tmp_path)
+
+
+def test_cli_view_of_a_begin_end_only_trace_draws_its_events(tmp_path):
+    path = write(tmp_path, doc([{"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 0},
+                                {"ph": "E", "pid": 1, "tid": 1, "ts": 5}]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    run = subprocess.run([sys.executable, "-m", "nbprof.cli", "view", str(path), "-o",
+                          str(tmp_path / "p.html")], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert run.returncode == 0 and "1 CPU events" in run.stdout, run.stderr
+
+
+def marks_and_counters():
+    return [
+        x(name="step", ts=0, dur=100),
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}},
+        {"ph": "i", "name": "thread mark", "pid": 1, "tid": 1, "ts": 10, "s": "t"},
+        {"ph": "I", "name": "global mark", "pid": 1, "tid": 1, "ts": 20, "s": "g"},
+        {"ph": "n", "name": "async mark", "pid": 1, "tid": 1, "ts": 5, "id": 3},
+        {"ph": "C", "name": "memory", "pid": 1, "ts": 0, "args": {"allocated": 10, "reserved": 20}},
+        {"ph": "C", "name": "memory", "pid": 1, "ts": 50, "args": {"allocated": 30.5,
+                                                                  "reserved": "x"}},
+        {"ph": "C", "name": "memory", "pid": 1, "ts": 30, "args": {"allocated": 15}},
+    ]
+
+
+def test_instants_and_counters_are_kept_exported_and_reloaded(tmp_path):
+    trace = nbprof.load(write(tmp_path, doc(marks_and_counters())))
+    instants = trace.instants
+    assert instants.name == ["async mark", "thread mark", "global mark"]
+    assert instants.time_ns.tolist() == [5000, 10_000, 20_000]
+    assert instants.thread.tolist() == [0, 0, -1]
+    by_series = {c.series: c for c in trace.counters}
+    assert sorted(by_series) == ["allocated", "reserved"]
+    allocated = by_series["allocated"]
+    assert (allocated.name, allocated.pid) == ("memory", 1)
+    assert allocated.time_ns.tolist() == [0, 30_000, 50_000]
+    assert allocated.values.tolist() == [10, 15, 30.5]
+    assert "1 counter samples" in notes(trace)  # the "x"
+    again = survives_the_chain(trace, tmp_path)
+    assert again.instants.name == instants.name
+    assert np.array_equal(again.instants.time_ns, instants.time_ns)
+    assert np.array_equal(again.instants.thread, instants.thread)
+    assert [(c.name, c.series, c.pid, c.time_ns.tolist(), c.values.tolist())
+            for c in again.counters] == [(c.name, c.series, c.pid, c.time_ns.tolist(),
+                                          c.values.tolist()) for c in trace.counters]
+
+
+def test_the_timeline_draws_counters_instants_and_notes(tmp_path):
+    trace = nbprof.load(write(tmp_path, doc(marks_and_counters())))
+    layout = nbprof.timeline(trace)
+    strip = layout.select_one({"name": "nbprof_counters"})
+    assert strip is not None and strip.x_range is layout.select_one({"name": "nbprof_plot"}).x_range
+    labels = sorted(strip.yaxis[0].major_label_overrides.values())
+    assert labels == ["instant events", "memory.allocated (pid 1)", "memory.reserved (pid 1)"]
+    steps = list(strip.select({"name": "nbprof_counter"}))
+    assert len(steps) == 2
+    assert any(note.text.startswith("note: 1 counter samples")
+               for note in layout.select({"name": "nbprof_load_note"}))
+    page = nbprof.save_html(trace, tmp_path / "p.html")
+    assert "memory.allocated" in page.read_text()
+    # nothing extra where a trace has neither
+    plain = nbprof.load(write(tmp_path, doc([x()])))
+    assert nbprof.timeline(plain).select_one({"name": "nbprof_counters"}) is None
+
+
+def test_more_than_256_categories_load(tmp_path):
+    trace = nbprof.load(write(tmp_path, doc([x(cat=f"c{i}", ts=i) for i in range(300)])))
+    assert len(trace) == 300 and len(trace.categories) == 256
+    assert trace.categories[-1] == "(other categories)" and "300 event categories" in notes(trace)
+    assert [e.category for e in trace.events[:3]] == ["c0", "c1", "c2"]
+    survives_the_chain(trace, tmp_path)
+
+
+def test_duplicate_flow_ids_pair_by_time(tmp_path):
+    # No correlation args: only the ac2g flows link kernels, and both flows use id 7.
+    events = [{"ph": "M", "name": "process_labels", "pid": 0, "tid": 0,
+               "args": {"labels": "GPU 0"}}]
+    for op, at in (("first op", 0), ("second op", 100)):
+        events += [
+            x(name=op, ts=at, dur=50),
+            x(name="cudaLaunchKernel", cat="cuda_runtime", ts=at + 10, dur=5),
+            x(name=f"kernel of {op}", cat="kernel", pid=0, tid=7, ts=at + 20, dur=5),
+            {"ph": "s", "cat": "ac2g", "id": 7, "pid": 1, "tid": 1, "ts": at + 10},
+            {"ph": "f", "cat": "ac2g", "id": 7, "pid": 0, "tid": 7, "ts": at + 20, "bp": "e"},
+        ]
+    trace = nbprof.load(write(tmp_path, doc(events)))
+    launched = {k.name: trace.events[k.launch_id].name for k in trace.kernels}
+    assert launched == {"kernel of first op": "first op", "kernel of second op": "second op"}
+    assert "ambiguous" not in notes(trace) and "several flow starts" not in notes(trace)
+    # the first kernel (and its flow's end) moved after the second launch: two starts are
+    # open before the first end, which cannot be told apart; paired in order, and counted
+    events[3]["ts"] = events[5]["ts"] = 130
+    trace = nbprof.load(write(tmp_path, doc(events)))
+    assert "1 flow ends (f) had several flow starts" in notes(trace)

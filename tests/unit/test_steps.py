@@ -1,0 +1,224 @@
+"""trace.steps(), the idle kinds, kernel_summary() and the findings: on synthetic traces where the
+answer is known, and on a real torch.profiler trace checked against its own annotations."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+import nbprof
+from nbprof.events import GPU_KINDS, Trace
+from nbprof.steps import run_marker
+
+US = 1000
+
+
+def build(events, kernels=(), threads=((1, 1, "main"),)):
+    """events: (name, start_us, end_us[, thread]); kernels: (name, start_us, end_us, launching
+    event index, stream[, kind])."""
+    names = sorted({e[0] for e in events} | {k[0] for k in kernels})
+    index = {name: i for i, name in enumerate(names)}
+    return Trace.build(
+        start_ns=[e[1] * US for e in events], end_ns=[e[2] * US for e in events],
+        thread=[e[3] if len(e) > 3 else 0 for e in events], name_id=[index[e[0]] for e in events],
+        names=names, threads=threads,
+        gpu_start_ns=[k[1] * US for k in kernels], gpu_end_ns=[k[2] * US for k in kernels],
+        gpu_name_id=[index[k[0]] for k in kernels], gpu_device=[0] * len(kernels),
+        gpu_stream=[k[4] for k in kernels], gpu_launch=[k[3] for k in kernels],
+        gpu_kind=[GPU_KINDS.index(k[5] if len(k) > 5 else "kernel") for k in kernels])
+
+
+def rows(table):
+    from nbprof.tables import records
+
+    return records(table)
+
+
+# Step 1 [0, 1000us): every idle kind once, each of a known length.
+#   K1 5..100, K2 103..200: gaps 0..5 and 100..103 are launch gaps (8us in all);
+#   aten::item 150..201 (a sync) runs into the gap 200..400: waiting on a sync (200us);
+#   aten::foo 500..880 launches nothing: the gap 500..900 is host-bound (400us).
+IDLE_EVENTS = [
+    ("ProfilerStep#7", 0, 1000), ("aten::mm", 0, 50), ("aten::add", 60, 70),
+    ("aten::item", 150, 201), ("cudaStreamSynchronize", 160, 201), ("aten::mul", 380, 390),
+    ("aten::foo", 500, 880), ("aten::relu", 880, 890),
+]
+IDLE_KERNELS = [("k1", 5, 100, 1, 7), ("k2", 103, 200, 2, 7), ("k3", 400, 500, 5, 7),
+                ("k4", 900, 1000, 7, 7)]
+
+
+def test_idle_time_is_split_into_host_sync_and_launch_gaps():
+    trace = build(IDLE_EVENTS, IDLE_KERNELS)
+    [step] = rows(trace.steps())
+    assert step["step"] == "ProfilerStep#7" and step["source"] == "ProfilerStep"
+    assert step["idle_launch_us"] == pytest.approx(8)
+    assert step["idle_sync_us"] == pytest.approx(200)
+    assert step["idle_host_us"] == pytest.approx(400)
+    assert step["gpu_busy_us"] == pytest.approx(95 + 97 + 100 + 100)
+    assert step["gpu_busy_us"] + step["gpu_idle_us"] == pytest.approx(step["wall_us"])
+    assert step["gpu_idle_pct"] == pytest.approx(60.8)
+    # the CPU ran ops 0..50, 60..70, 150..201, 380..390, 500..890 (the step marker does not count)
+    assert step["cpu_busy_us"] == pytest.approx(50 + 10 + 51 + 10 + 390)
+    assert step["compute_us"] == pytest.approx(step["gpu_busy_us"])
+    finding = trace.findings()[0]
+    assert finding == ("GPU idle 61% of step 1 (ProfilerStep#7), mostly host-bound: the CPU spent "
+                       "it in aten::foo (95%).")
+
+
+def test_a_sync_gap_names_the_blocking_call():
+    trace = build([("ProfilerStep#1", 0, 500), ("aten::mm", 0, 10), ("aten::item", 20, 110),
+                   ("aten::_local_scalar_dense", 21, 109), ("cudaStreamSynchronize", 25, 105),
+                   ("aten::add", 480, 490)],
+                  [("k1", 10, 100, 1, 7), ("k2", 490, 500, 5, 7)])
+    [step] = rows(trace.steps())
+    assert step["idle_sync_us"] == pytest.approx(390)
+    assert trace.findings()[0].startswith(
+        "GPU idle 80% of step 1 (ProfilerStep#1), mostly waiting on a sync: the CPU blocked in "
+        "aten::item until the GPU drained")
+
+
+def test_gpu_busy_is_the_union_of_a_steps_work_not_its_sum():
+    # two streams overlap (0..100 and 50..150), a CUDA-event op interval holds a kernel (200..300
+    # holds 220..240), a copy runs under a kernel; communication is told apart by name
+    trace = build([("ProfilerStep#1", 0, 400), ("aten::mm", 0, 10), ("aten::add", 10, 20),
+                   ("aten::copy_", 20, 30), ("nccl:all_reduce", 30, 40)],
+                  [("k1", 0, 100, 1, 7), ("k2", 50, 150, 2, 8), ("aten::add", 200, 300, 2, 7, "op"),
+                   ("k3", 220, 240, 2, 7), ("Memcpy HtoD", 60, 90, 3, 9, "memcpy"),
+                   ("ncclKernel_AllReduce", 300, 350, 4, 9)])
+    [step] = rows(trace.steps())
+    assert step["gpu_busy_us"] == pytest.approx(150 + 100 + 50)
+    assert step["compute_us"] == pytest.approx(250)
+    assert step["memcpy_us"] == pytest.approx(0)  # hidden under k1 / k2: counted once, as compute
+    assert step["communication_us"] == pytest.approx(50)
+    assert step["gpu_busy_us"] < sum(k[2] - k[1] for k in [(0, 0, 100), (0, 50, 150), (0, 200, 300),
+                                                          (0, 220, 240), (0, 60, 90), (0, 300, 350)])
+
+
+def test_steps_from_repeat_run_markers():
+    trace = build([(run_marker(0, 2), 0, 100), ("aten::mm", 10, 60), (run_marker(1, 2), 200, 250),
+                   ("aten::mm", 210, 220)])
+    table = rows(trace.steps())
+    assert [r["step"] for r in table] == ["run 1/2", "run 2/2"]
+    assert {r["source"] for r in table} == {"repeat"}
+    assert [r["wall_us"] for r in table] == [100, 50]
+    assert [r["cpu_busy_us"] for r in table] == [50, 10]
+
+
+def test_steps_from_optimizer_step_boundaries_and_from_a_repeating_pattern():
+    loop = [("aten::zeros", 0, 5), ("forward", 5, 50), ("Optimizer.step#SGD.step", 50, 60),
+            ("forward", 60, 100), ("backward", 100, 120), ("Optimizer.step#SGD.step", 120, 130)]
+    table = rows(build(loop).steps())
+    assert [(r["step"], r["source"], r["wall_us"]) for r in table] == [
+        ("step 1", "pattern", 60), ("step 2", "pattern", 70)]
+    periodic = [(name, start + 100 * k, end + 100 * k) for k in range(3)
+                for name, start, end in [("load", 0, 10), ("forward", 10, 40), ("backward", 40, 90)]]
+    periodic.append(("load", 300, 305))  # an unfinished copy at the end
+    table = rows(build(periodic).steps())
+    assert [r["wall_us"] for r in table] == [90, 90, 90]
+    assert [r["start_ns"] for r in table] == [0, 100 * US, 200 * US]
+    # nothing repeats: the whole trace is one step
+    [whole] = rows(build([("a", 0, 10), ("b", 10, 30)]).steps())
+    assert whole["source"] == "whole trace" and whole["wall_us"] == 30
+
+
+def test_cpu_only_trace_has_no_gpu_idle_and_says_so():
+    trace = build([("ProfilerStep#1", 0, 100), ("aten::mm", 10, 60)])
+    [step] = rows(trace.steps())
+    assert step["gpu_busy_us"] == 0 and step["gpu_idle_us"] == 0 and step["cpu_busy_us"] == 50
+    assert trace.findings()[0].startswith("CPU only")
+
+
+def test_real_trace_steps_agree_with_its_profiler_step_annotations(shared_traces):
+    path = shared_traces / "gpu_training_step_68k.json.gz"
+    trace = nbprof.load(path)
+    with gzip.open(path) as file:
+        raw = json.load(file)["traceEvents"]
+    annotated = sorted((e["ts"], e["dur"], e["name"]) for e in raw
+                       if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#"))
+    table = rows(trace.steps())
+    assert [r["step"] for r in table] == [name for _, _, name in annotated]
+    assert {r["source"] for r in table} == {"ProfilerStep"}
+    for row, (ts, dur, _) in zip(table, annotated):
+        assert row["wall_us"] == pytest.approx(dur, abs=1e-3)
+        assert row["start_ns"] - table[0]["start_ns"] == pytest.approx((ts - annotated[0][0]) * 1e3, abs=1)
+
+    # GPU busy per step: the union of the intervals of the kernels, copies and sets its ops
+    # launched, merged here the plain way (sorted, one interval at a time)
+    work = {GPU_KINDS.index(k) for k in ("kernel", "memcpy", "memset", "op")}
+    for step, row in enumerate(table):
+        intervals = sorted(
+            (int(trace.gpu_start_ns[g]), int(trace.gpu_end_ns[g])) for g in range(len(trace.gpu_start_ns))
+            if trace.gpu_kind[g] in work and trace.gpu_launch[g] >= 0
+            and row["start_ns"] <= trace.start_ns[trace.gpu_launch[g]] < row["end_ns"])
+        union, reach_start, reach_end = 0, None, None
+        for start, end in intervals:
+            if reach_end is None or start > reach_end:
+                union += 0 if reach_end is None else reach_end - reach_start
+                reach_start, reach_end = start, end
+            else:
+                reach_end = max(reach_end, end)
+        union += 0 if reach_end is None else reach_end - reach_start
+        assert intervals, f"step {step} launched no GPU work"
+        assert row["gpu_busy_us"] == pytest.approx(union / 1e3, abs=1e-3)
+        assert row["compute_us"] + row["communication_us"] + row["memcpy_us"] == pytest.approx(
+            row["gpu_busy_us"])
+        assert row["gpu_busy_us"] + row["gpu_idle_us"] <= row["wall_us"] + 200_000  # GPU runs behind
+
+
+def test_kernel_summary_groups_by_kernel_and_launching_call_path():
+    trace = build([("ProfilerStep#1", 0, 100), ("aten::linear", 0, 40), ("aten::addmm", 1, 30),
+                   ("ProfilerStep#2", 100, 200), ("aten::linear", 100, 140), ("aten::addmm", 101, 130),
+                   ("aten::copy_", 150, 160)],
+                  [("gemm", 30, 60, 2, 7), ("gemm", 130, 150, 5, 7), ("relu_k", 60, 70, 2, 7),
+                   ("Memcpy DtoD", 160, 165, 6, 7, "memcpy")])
+    table = rows(trace.kernel_summary())
+    assert [(r["name"], r["count"], r["total_us"]) for r in table] == [("gemm", 2, 50), ("relu_k", 1, 10)]
+    gemm = table[0]
+    assert gemm["op"] == "aten::addmm" and gemm["mean_us"] == 25
+    assert gemm["share_pct"] == pytest.approx(250 / 3)
+    assert gemm["call_path"] == "ProfilerStep#* > aten::linear > aten::addmm"  # both steps, one path
+    [copy] = rows(trace.kernel_summary(memory=True))
+    assert (copy["name"], copy["op"], copy["share_pct"]) == ("Memcpy DtoD", "aten::copy_", 100)
+    assert "aten::addmm" in trace.kernel_summary().table()
+
+
+def test_tables_are_lists_of_rows_with_a_text_form_without_pandas():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'pandas':\n"
+            "            raise ImportError('blocked')\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "import nbprof\n"
+            "t = nbprof.Trace.build(start_ns=[0, 10], end_ns=[100, 50], thread=[0, 0], name_id=[0, 1],"
+            " names=['ProfilerStep#1', 'aten::mm'], threads=[(1, 1, 'main')])\n"
+            "s = t.steps()\n"
+            "print(type(s).__mro__[1].__name__, s[0]['cpu_busy_us'])\n"
+            "print(s.table())\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("Rows 0.04")  # 40 ns
+    assert "ProfilerStep#1" in result.stdout
+
+
+def test_a_merged_jobs_ranks_share_their_steps(shared_traces):
+    job = nbprof.load([shared_traces / f"gpu_sampled_rank{r}.json.gz" for r in (0, 1)])
+    ranks = [rows(nbprof.load(shared_traces / f"gpu_sampled_rank{r}.json.gz").steps()) for r in (0, 1)]
+    table = rows(job.steps())
+    assert [r["step"] for r in table] == [r["step"] for r in ranks[0]] == [r["step"] for r in ranks[1]]
+    for step, row in enumerate(table):  # step N of the job: from the first rank's start to the last's end
+        assert row["start_ns"] == min(int(job.start_ns[i]) for i in np.flatnonzero(
+            job.name_id == job.names.index(row["step"])))
+        assert row["wall_us"] >= max(r[step]["wall_us"] for r in ranks)
+
+
+def test_same_label_steps_that_do_not_overlap_stay_apart():
+    # two profiles' ProfilerStep#0 one after the other (a tiled or appended trace): two steps
+    trace = build([("ProfilerStep#0", 0, 100), ("ProfilerStep#0", 200, 250),
+                   ("ProfilerStep#0", 220, 300, 1)], threads=((1, 1, "main"), (2, 2, "rank 1")))
+    windows = [(r["start_ns"], r["end_ns"]) for r in rows(trace.steps())]
+    assert windows == [(0, 100 * US), (200 * US, 300 * US)]  # the overlapping pair is one step
