@@ -113,8 +113,8 @@ def is_many(source) -> bool:
 def rank_of(trace: Trace, path, position: int) -> int:
     """A file's rank: its own meta (Kineto's distributedInfo, nbprof's recording), else a number
     after "rank" in its name, else its position among the files."""
-    rank = trace.meta.get("rank")
-    if isinstance(rank, int) and not isinstance(rank, bool):
+    rank = meta_rank(trace)
+    if rank >= 0:
         return rank
     found = _RANK_IN_NAME.search(pathlib.Path(str(path)).name)
     return int(found.group(1)) if found else position
@@ -122,21 +122,28 @@ def rank_of(trace: Trace, path, position: int) -> int:
 
 # -- per-row ranks of a trace -----------------------------------------------------------------------
 
+def meta_rank(trace: Trace) -> int:
+    """The trace's own rank from its meta, or -1: only a whole number counts (a file may say
+    anything there)."""
+    rank = trace.meta.get("rank")
+    if isinstance(rank, (int, np.integer)) and not isinstance(rank, bool) and 0 <= rank < 1 << 31:
+        return int(rank)
+    return -1
+
+
 def thread_ranks(trace: Trace) -> np.ndarray:
     """The rank of each entry of ``trace.threads`` (int32; -1 where the trace names none)."""
     listed = trace.meta.get("thread_rank")
     if isinstance(listed, list) and len(listed) == len(trace.threads):
         return np.array(listed, np.int32)
-    rank = trace.meta.get("rank")
-    return np.full(len(trace.threads), -1 if rank is None else int(rank), np.int32)
+    return np.full(len(trace.threads), meta_rank(trace), np.int32)
 
 
 def gpu_ranks(trace: Trace) -> np.ndarray:
     """The rank of each GPU interval (int32; -1 where the trace names none)."""
     table = trace.meta.get("gpu_devices")
     if not table:
-        rank = trace.meta.get("rank")
-        return np.full(len(trace.gpu_start_ns), -1 if rank is None else int(rank), np.int32)
+        return np.full(len(trace.gpu_start_ns), meta_rank(trace), np.int32)
     size = max(device for device, _rank, _own in table) + 1
     rank_of_device = np.full(max(size, int(trace.gpu_device.max(initial=0)) + 1), -1, np.int32)
     for device, rank, _own in table:

@@ -191,8 +191,12 @@ class KinetoLoad(Load):
         distributed = data.get("distributedInfo")
         if isinstance(distributed, dict):
             for key in ("rank", "world_size"):
-                if key in distributed:
-                    meta[key] = distributed[key]
+                value = distributed.get(key)
+                if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 31:
+                    meta[key] = value
+                elif value is not None:  # a rank names lanes and merges files: a number or nothing
+                    self.notes.append(f"distributedInfo.{key} {str(value)[:80]!r} is not a rank "
+                                      "number: ignored")
         devices = data.get("deviceProperties")
         if isinstance(devices, list) and devices:
             meta["device_names"] = names = {}

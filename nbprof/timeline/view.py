@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import pathlib
 
 import numpy as np
@@ -12,6 +11,7 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
 
 from ..atomic import make_folders, write_file
+from ..html_text import html_text
 from ..events import Trace
 from .counters import extra_rows
 from .data import encode_events
@@ -130,6 +130,7 @@ class Timeline:
             return "<b>no events recorded</b>"
         rank, world = trace.meta.get("rank"), trace.meta.get("world_size")
         where = "" if rank is None else f"rank {rank}" + (f" of {world}" if world else "") + " · "
+        where = html_text(where)  # meta may come from a file: text, never markup
         text = where + (f"{len(trace):,} CPU events · {len(trace.gpu_start_ns):,} GPU intervals · "
                 f"{trace.duration_ns / 1e6:,.3f} ms")
         if not trace.has_gpu:
@@ -137,7 +138,7 @@ class Timeline:
         from ..ranks import merged_note
 
         if merged_note(trace):
-            text += "<br>" + html.escape(merged_note(trace))
+            text += "<br>" + html_text(merged_note(trace))
         return text
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------
