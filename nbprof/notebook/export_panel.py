@@ -11,6 +11,7 @@ import anywidget
 import ipywidgets
 import traitlets
 
+from ..atomic import write_file
 from ..timeline.jsfiles import js_path
 
 PERFETTO_HOW_TO = ("Open it in Perfetto: go to <a href='https://ui.perfetto.dev' target='_blank' "
@@ -26,16 +27,6 @@ class BrowserDownload(anywidget.AnyWidget):
 
     def send_file(self, data: bytes, filename: str, mime: str = "application/gzip") -> None:
         self.send({"type": "download", "filename": filename, "mime": mime}, buffers=[data])
-
-
-def write_replacing(path: pathlib.Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all: a failed write leaves the earlier export as it was."""
-    partial = path.with_name(f".{path.name}.partial")
-    try:
-        partial.write_bytes(data)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 class ExportPanel(ipywidgets.VBox):
@@ -69,7 +60,7 @@ class ExportPanel(ipywidgets.VBox):
         self.download.send_file(data, path.name)
         replaced = self._written and path.exists()
         try:
-            write_replacing(path, data)
+            write_file(path, data, "the Chrome trace")  # whole or not at all: an old export stays
         except OSError as error:
             self.status.value = (
                 f"<span style='color:#b00'>Could not write {escape(str(path))}: "
