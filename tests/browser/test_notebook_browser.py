@@ -103,9 +103,10 @@ def test_search_updates_the_match_count_and_highlights(page, artifacts):
     page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === 9")
     # A zoom in the page onto the first third of the trace (one of the 3 steps' worth of time):
     # the kernel hears the new range and counts the matches in it.
-    page.evaluate("""() => { const doc = [...Bokeh.index.roots].find(view =>
-            view.el.closest('.nbprof-widget')).model.document;  // the live widget's, not a copy's
-        const plot = [...doc.all_models].find(m => (m.tags || []).includes("nbprof-ready"));
+    page.evaluate("""() => { const doc = [...Bokeh.index.roots].find(view =>  // the live widget's
+            view.el.closest('.nbprof-widget') && view.model.document.get_model_by_name("nbprof_plot")
+        ).model.document;  // not a static copy's, nor the Overview tab's
+        const plot = doc.get_model_by_name("nbprof_plot");
         const {start, end} = plot.x_range; plot.x_range.setv({start, end: start + (end - start) / 3}); }""")
     count.locator("text=/^9 events · [0-8] in view$/").wait_for()
     page.locator(f"{PANEL} .nbprof-widget button[title='next match']").first.click()
