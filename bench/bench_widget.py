@@ -141,10 +141,12 @@ def bokehjs_load_outputs(load) -> list:
 
 
 def nbprof_bokehjs() -> None:
-    from nbprof.notebook import widget as trace_widget
+    """The BokehJS the notebook's first static copy carries (nbprof/notebook/static.py)."""
+    from IPython.display import publish_display_data
 
-    trace_widget._bokehjs_loaded = False
-    trace_widget.ensure_bokehjs()
+    from nbprof.notebook.bokeh_host import bokehjs_source
+
+    publish_display_data({"text/html": f"<script type='text/javascript'>{bokehjs_source()}</script>"})
 
 
 def naive_bokehjs() -> None:

@@ -14,7 +14,8 @@ from ..atomic import write_file
 from ..html_text import html_text
 from ..timeline.jsfiles import js_path
 
-PERFETTO_HOW_TO = ("Open it in Perfetto: go to https://ui.perfetto.dev and drop the file on the page "
+PERFETTO_HOW_TO = ("Open it in Perfetto: go to <a href='https://ui.perfetto.dev' target='_blank' "
+                   "rel='noopener noreferrer'>https://ui.perfetto.dev</a> and drop the file on the page "
                    "(or use &quot;Open trace file&quot;); chrome://tracing &rarr; Load also reads it.")
 
 
@@ -26,16 +27,6 @@ class BrowserDownload(anywidget.AnyWidget):
 
     def send_file(self, data: bytes, filename: str, mime: str = "application/gzip") -> None:
         self.send({"type": "download", "filename": filename, "mime": mime}, buffers=[data])
-
-
-def free_path(folder: pathlib.Path, name: str) -> pathlib.Path:
-    """``folder/name.json.gz``, or ``name-2.json.gz``... so an export never overwrites an earlier one."""
-    path = folder / f"{name}.json.gz"
-    number = 2
-    while path.exists():
-        path = folder / f"{name}-{number}.json.gz"
-        number += 1
-    return path
 
 
 class ExportPanel(ipywidgets.VBox):
@@ -50,7 +41,10 @@ class ExportPanel(ipywidgets.VBox):
         self.status.add_class("nbprof-export-status")
         self.download = BrowserDownload(layout=ipywidgets.Layout(width="0px", height="0px"))
         self.button.on_click(lambda _button: self.export())
-        super().__init__([ipywidgets.HBox([self.button, self.download]), self.status])
+        self._written = False  # a second click replaces this trace's file, it adds no name-2 copy
+        # The message sits beside the button, where the click was, not below the fold.
+        super().__init__([ipywidgets.HBox([self.button, self.download, self.status],
+                                          layout=ipywidgets.Layout(align_items="center"))])
 
     def export(self) -> pathlib.Path | None:
         """Write the file and start the browser download; problems show in the panel, never raise."""
@@ -62,16 +56,19 @@ class ExportPanel(ipywidgets.VBox):
             self.status.value = f"<span style='color:#b00'>Export failed: {html_text(str(error))}</span>"
             return None
         folder = pathlib.Path(self._folder) if self._folder is not None else pathlib.Path.cwd()
-        path = free_path(folder, self._name)
+        path = folder / f"{self._name}.json.gz"
         self.download.send_file(data, path.name)
+        replaced = self._written and path.exists()
         try:
-            write_file(path, data, what="the Chrome trace")  # atomic: no half file on a full disk
+            write_file(path, data, "the Chrome trace")  # whole or not at all: an old export stays
         except OSError as error:
             self.status.value = (
                 f"<span style='color:#b00'>Could not write {html_text(str(path))}: "
                 f"{html_text(error.strerror or str(error))}.</span> Your browser was sent "
                 f"<code>{html_text(path.name)}</code> as a download instead. {PERFETTO_HOW_TO}")
             return None
-        self.status.value = (f"Wrote <code>{html_text(str(path))}</code> ({len(data) / 1e6:.2f} MB) and sent "
+        self._written = True
+        verb = "Replaced" if replaced else "Wrote"
+        self.status.value = (f"{verb} <code>{html_text(str(path))}</code> ({len(data) / 1e6:.2f} MB) and sent "
                              f"it to your browser as a download. {PERFETTO_HOW_TO}")
         return path

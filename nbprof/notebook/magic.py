@@ -199,14 +199,18 @@ def publish(shell, trace, options, note: str | None = None) -> None:
         print(trace.table(sort_by=options.sort, row_limit=options.row_limit))
     if note and options.no_display:
         print(note)
+    if options.no_display and not options.variable and not options.export:
+        print("Note: %%cudaprof --no-display without -o VAR (or --export PATH) discards the trace; "
+              "add -o VAR to keep it.")
     if not options.no_display:
-        from IPython.display import display
-
-        from .widget import widget
-
-        name = options.variable or time.strftime("cudaprof-%Y%m%d-%H%M%S")
-        display(widget(trace, name=name, sort_by=options.sort, note=note, compare_to=before,
-                       compare_label=before_label or "the previous run"))
+        compare = {"compare_to": before, "compare_label": before_label or "the previous run"}
+        if not _recorded_ops(trace):
+            print("%%cudaprof: the cell ran no torch ops, so there is no timeline to show "
+                  "(nbprof records torch ops and the GPU work they launch).")
+        elif note is None:
+            _show_widget(trace, options, note, **compare)
+        else:  # under the cell's traceback, which IPython prints after the cell's outputs
+            _after_traceback(shell, lambda: _show_widget(trace, options, note, **compare))
     if options.export:  # last: a bad path must not cost the user the widget or the variable
         from ..chrome import export_chrome_trace
 
@@ -215,3 +219,30 @@ def publish(shell, trace, options, note: str | None = None) -> None:
         except OSError as error:
             raise UsageError(f"--export could not write {options.export}: {error.strerror or error}. "
                              "Give a path in a folder that exists and that you can write to.") from None
+
+
+def _recorded_ops(trace) -> int:
+    """CPU events and GPU intervals, without ``--repeat``'s own run markers."""
+    from .repeats import run_windows
+
+    return len(trace) - len(run_windows(trace)[0]) + len(trace.gpu_start_ns)
+
+
+def _show_widget(trace, options, note: str | None, **compare) -> None:
+    from IPython.display import display
+
+    from .widget import widget
+
+    name = options.variable or time.strftime("cudaprof-%Y%m%d-%H%M%S")
+    display(widget(trace, name=name, sort_by=options.sort, note=note, collapsed=note is not None,
+                   **compare))
+
+
+def _after_traceback(shell, show) -> None:
+    """Run ``show`` once, after IPython has printed the failing cell's traceback (post_run_cell
+    comes after it, still in the same cell), so the error reads first and the widget under it."""
+    def once(_result=None):
+        shell.events.unregister("post_run_cell", once)
+        show()
+
+    shell.events.register("post_run_cell", once)

@@ -12,39 +12,31 @@ from html import escape
 import ipywidgets
 import numpy as np
 
-from ..analysis import SORT_KEYS, format_us, key_averages, name_cell, printable, sort_rows
+from ..analysis import printable
 from .details import details_html, gpu_details_html, timeline_origin_ns
 from .overview import add_answer_panes
 from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
+from .lane_filter import LaneFilter
+from .summary_table import SummaryTable
 
-_bokehjs_loaded = False
-BOKEHJS_COMPONENTS = ["bokeh", "bokeh-widgets"]
-# The summary rows are padded text columns: they line up only in a monospace font.
-_STYLE = ("<style>.nbprof-summary select { font-family: var(--jp-code-font-family, monospace); "
-          "font-size: 12px; } .nbprof-export { width: auto; }</style>")
-
-
-def ensure_bokehjs() -> None:
-    """Load BokehJS into the page, inline (works offline), once per kernel and before the first
-    BokehModel: without it jupyter_bokeh fails with "Could not create a view for model id"."""
-    global _bokehjs_loaded
-    from IPython import get_ipython
-
-    if _bokehjs_loaded or get_ipython() is None:  # outside IPython there is no page to load into
-        return
-    from bokeh.io import output_notebook
-    from bokeh.resources import Resources
-
-    # Only the bundles the timeline uses (Div is in bokeh-widgets): the load is saved into the
-    # notebook, and BokehJS's full INLINE set (GL, tables, MathJax) would add 8 MB to it, not 3.
-    output_notebook(Resources(mode="inline", components=BOKEHJS_COMPONENTS), hide_banner=True)
-    _bokehjs_loaded = True
+# The restart note shows once ipywidgets marks the widget disconnected (kernel restarted or
+# stopped); it replaces a broken-link icon per control, and the controls that need the kernel dim.
+_STYLE = ("<style>.nbprof-export { width: auto; flex: 0 0 auto; } "
+          ".nbprof-export-status a { color: var(--jp-content-link-color, #1a73e8); "
+          "text-decoration: underline; } "
+          ".nbprof-restarted { display: none; color: #b00; font-weight: bold; } "
+          ".jupyter-widgets-disconnected .nbprof-restarted, "
+          ".nbprof-restarted.jupyter-widgets-disconnected { display: block; } "
+          ".nbprof-widget .jupyter-widgets-disconnected::before, "
+          ".nbprof-widget.jupyter-widgets-disconnected::before { display: none; } "
+          ".jupyter-widgets-disconnected .nbprof-live { opacity: 0.4; pointer-events: none; }</style>")
+RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
-           note: str | None = None, export_dir=None, compare_to: Trace | None = None,
-           compare_label: str = "the previous run") -> "TraceWidget":
+           note: str | None = None, export_dir=None, collapsed: bool = False,
+           compare_to: Trace | None = None, compare_label: str = "the previous run") -> "TraceWidget":
     """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
     written in ``export_dir``, by default the kernel's working directory: the notebook's folder).
     ``compare_to``: an earlier Trace, for a Compare tab (what changed since)."""
@@ -54,13 +46,7 @@ def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total"
     if compare_to is not None and not isinstance(compare_to, Trace):
         raise TypeError(f"compare_to must be an nbprof.Trace, got {type(compare_to).__name__}")
     return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir,
-                       compare_to=compare_to, compare_label=compare_label)
-
-
-def _summary_label(row, width: int) -> str:
-    return (f"{name_cell(row.name, width):<{width}} {format_us(row.cpu_time_total):>11} "
-            f"{format_us(row.self_cpu_time_total):>11} {format_us(row.cuda_time_total):>11} "
-            f"{row.count:>8}")
+                       collapsed=collapsed, compare_to=compare_to, compare_label=compare_label)
 
 
 def _per_run_text(trace: Trace) -> str | None:
@@ -69,54 +55,26 @@ def _per_run_text(trace: Trace) -> str | None:
     return repeat_table(trace, row_limit=-1) if len(run_windows(trace)[0]) else None
 
 
-class SummaryTable(ipywidgets.VBox):
-    """Key averages as a list of rows, sortable by any key; ``on_pick(name)`` when a row is clicked."""
-
-    NAME_WIDTH = 44
-
-    def __init__(self, trace: Trace, sort_by: str, on_pick):
-        self._averages = key_averages(trace)
-        self._on_pick = on_pick
-        self.sort = ipywidgets.Dropdown(options=SORT_KEYS, value=sort_by, description="Sort by",
-                                        layout=ipywidgets.Layout(width="300px"))
-        header = (f"{'Name':<{self.NAME_WIDTH}} {'CPU total':>11} {'Self CPU':>11} {'CUDA total':>11} "
-                  f"{'Calls':>8}")
-        self.header = ipywidgets.HTML(f"<pre style='margin:0 0 0 4px'>{escape(header)}</pre>")
-        self.rows = ipywidgets.Select(options=[], rows=8, layout=ipywidgets.Layout(width="100%"))
-        self.rows.add_class("nbprof-summary")
-        self.sort.observe(lambda change: self._fill(change["new"]), names="value")
-        self.rows.observe(self._picked, names="value")
-        self._fill(sort_by)
-        super().__init__([self.sort, self.header, self.rows])
-
-    def _fill(self, sort_by: str) -> None:
-        rows = sort_rows(self._averages, sort_by)  # a new order, not new sums over every event
-        self.rows.options = [(_summary_label(row, self.NAME_WIDTH), row.name) for row in rows]
-        self.rows.value = None
-
-    def _picked(self, change) -> None:
-        if change["new"] is not None:
-            self._on_pick(change["new"])
-
-
 class TraceWidget(ipywidgets.VBox):
     """Toolbar (search, lane filter, minimum duration), timeline, details, summary, export."""
 
     def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
-                 compare_to: Trace | None = None, compare_label: str = "the previous run"):
-        from jupyter_bokeh import BokehModel
-
+                 collapsed: bool = False, compare_to: Trace | None = None,
+                 compare_label: str = "the previous run"):
+        from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
 
         self.trace = trace
         self.note = note
         self.timeline = Timeline(trace)
-        ensure_bokehjs()
-        self.plot = BokehModel(self.timeline.layout)
+        self.host = PlotHost(self.timeline.layout)
+        self.plot = self.host.plot  # the jupyter_bokeh BokehModel the host shows
         # Search or summary matches, stepped through in time order (_match_order, made lazily).
         self._matches = self._gpu_matches = np.zeros(0, np.int64)
         self._match_order, self._match_index = None, -1
+        self._count_message = ""
+        self._origin_ns = timeline_origin_ns(trace)
 
         self._make_controls()
         self.details = ipywidgets.HTML(details_html(trace, None))
@@ -131,10 +89,26 @@ class TraceWidget(ipywidgets.VBox):
         self.lane_filter.observe(self._filter_changed, names="value")
         self.min_duration.observe(self._filter_changed, names="value")
         self.timeline.selection.on_change("data", self._selection_changed)
+        for end in ("start", "end"):  # a zoom or pan changes how many matches are in view
+            self.timeline.plot.x_range.on_change(end, lambda _attr, _old, _new: self._view_moved())
 
-        header = [ipywidgets.HTML(_STYLE)] + ([ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
-        super().__init__([*header, self._toolbar, self._filters, self.plot, panes, self.export])
+        restarted = ipywidgets.HTML(f"<span>{escape(RESTARTED)}</span>")
+        restarted.add_class("nbprof-restarted")
+        header = [ipywidgets.HTML(_STYLE), restarted] + (
+            [ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
+        self.body = ipywidgets.VBox([self._toolbar, self._filters, self.host, panes,
+                                     self.export])
+        # Collapsed under a failed cell's traceback: the error reads first, one click shows the rest.
+        self.expand = ipywidgets.ToggleButton(value=not collapsed, description="Show the timeline",
+                                              icon="chevron-down", layout=ipywidgets.Layout(
+                                                  width="auto", display="" if collapsed else "none"))
+        self.expand.add_class("nbprof-expand")
+        self.expand.observe(lambda change: self._show_body(change["new"]), names="value")
+        self._show_body(not collapsed)
+        super().__init__([*header, self.expand, self.body])
         self.add_class("nbprof-widget")
+        for needs_kernel in (self._toolbar, self._filters, self.summary, self.export):
+            needs_kernel.add_class("nbprof-live")
 
     def _make_controls(self) -> None:
         """The search box with its arrows and match count, the lane and duration filters."""
@@ -147,16 +121,15 @@ class TraceWidget(ipywidgets.VBox):
                                           layout=ipywidgets.Layout(width="36px"))
         self.next = ipywidgets.Button(icon="arrow-down", tooltip="next match",
                                       layout=ipywidgets.Layout(width="36px"))
-        lanes = list(self.timeline.lanes)
-        self.lane_filter = ipywidgets.SelectMultiple(options=lanes, value=lanes, description="Lanes",
-                                                     rows=min(4, max(len(lanes), 1)))
+        self.lane_filter = LaneFilter(self.timeline.lanes, self.timeline.lane_groups)
         self.min_duration = ipywidgets.BoundedFloatText(value=0.0, min=0.0, max=1e12, step=1.0,
                                                         description="Min µs",
                                                         layout=ipywidgets.Layout(width="180px"))
         self.min_duration.add_class("nbprof-min-duration")
         self._toolbar = ipywidgets.HBox([self.search, self.previous, self.next, self.match_count],
                                         layout=ipywidgets.Layout(align_items="center"))
-        self._filters = ipywidgets.HBox([self.lane_filter, self.min_duration])
+        self._filters = ipywidgets.HBox([self.lane_filter, self.min_duration],
+                                        layout=ipywidgets.Layout(align_items="flex-start"))
 
     def _make_panes(self) -> ipywidgets.Tab:
         """Details, Summary and, for ``--repeat`` traces, Per run (mean / min / max per op)."""
@@ -173,12 +146,35 @@ class TraceWidget(ipywidgets.VBox):
         self.panes = panes
         return panes
 
+    def _show_body(self, shown: bool) -> None:
+        self.body.layout.display = "" if shown else "none"
+        self.expand.description = "Hide the timeline" if shown else "Show the timeline"
+
     # -- search -------------------------------------------------------------------------------
 
     def run_search(self, pattern: str) -> None:
         result = find_events(self.trace, pattern)
         self._set_matches(result.event_ids, result.gpu_rows)
-        self.match_count.value = escape(result.message)
+        self._count_message = result.message
+        self._show_count()
+
+    def in_view(self) -> int:
+        """Matches (CPU events and GPU intervals) that overlap the time range in view. The browser
+        sends each zoom and pan to the kernel (jupyter_bokeh), so x_range is the user's view."""
+        x_range = self.timeline.plot.x_range
+        low, high = x_range.start + self._origin_ns, x_range.end + self._origin_ns
+        trace = self.trace
+        cpu = self._matches
+        gpu = self._gpu_matches
+        return int(np.count_nonzero((trace.start_ns[cpu] < high) & (trace.end_ns[cpu] > low))
+                   + np.count_nonzero((trace.gpu_start_ns[gpu] < high) & (trace.gpu_end_ns[gpu] > low)))
+
+    def _show_count(self) -> None:
+        """The search message, with how many of the matches are in view when some are."""
+        message = self._count_message
+        if len(self._matches) + len(self._gpu_matches):
+            message += f" · {self.in_view():,} in view"
+        self.match_count.value = escape(message)
 
     def show_op(self, name: str) -> None:
         """A summary row was clicked: outline every event of that op and the GPU intervals they
@@ -187,7 +183,8 @@ class TraceWidget(ipywidgets.VBox):
         gpu_rows = gpu_launched_by(self.trace, ids)
         self._set_matches(ids, gpu_rows)
         launched = f" + {len(gpu_rows):,} GPU intervals they launched" if len(gpu_rows) else ""
-        self.match_count.value = escape(f"{len(ids):,} events of {printable(name)}{launched}")
+        self._count_message = f"{len(ids):,} events of {printable(name)}{launched}"
+        self._show_count()
 
     def _set_matches(self, event_ids: np.ndarray, gpu_rows: np.ndarray) -> None:
         self.timeline.highlight(event_ids, gpu_rows)
@@ -231,6 +228,10 @@ class TraceWidget(ipywidgets.VBox):
 
     # -- filters and selection ----------------------------------------------------------------
 
+    def _view_moved(self) -> None:
+        if self._match_index < 0:  # while stepping, the count says "k of n"
+            self._show_count()
+
     def _filter_changed(self, _change) -> None:
         lanes = list(self.lane_filter.value)
         self.timeline.set_filter(lanes=None if len(lanes) == len(self.lane_filter.options) else lanes,
@@ -250,17 +251,33 @@ class TraceWidget(ipywidgets.VBox):
 
     # -- outside a widget front end -------------------------------------------------------------
 
-    def _repr_mimebundle_(self, **kwargs):
-        """The widget view, plus the summary as text and HTML for front ends without a kernel or
-        widgets (a saved notebook on GitHub, an HTML export, a terminal)."""
-        bundle = super()._repr_mimebundle_(**kwargs) or {}
-        table = self.trace.table(sort_by=self.summary.sort.value)
+    def _ipython_display_(self) -> None:
+        """Two outputs: the static copy (static.py), which front ends without the live widget
+        show, then the widget, which hides the copy where it draws."""
+        from IPython.display import publish_display_data
+
+        from .static import static_bundle
+
+        static_id, bundle = static_bundle(self.timeline, sort_by=self.summary.sort_key,
+                                          note=self.note, text=self._text_summary())
+        self.host.static_id = static_id
+        publish_display_data(bundle, metadata={"nbprof": {"static_copy": static_id}})
+        publish_display_data(self._repr_mimebundle_())
+
+    def _text_summary(self) -> str:
+        table = self.trace.table(sort_by=self.summary.sort_key)
         if self.per_run:
             table = f"{self.per_run}\n\n{table}"
-        note = ("nbprof timeline: the interactive widget needs a running Jupyter kernel. "
-                f"{len(self.trace):,} events, {len(self.trace.gpu_start_ns):,} GPU intervals.")
+        note = (f"nbprof timeline: {len(self.trace):,} events, "
+                f"{len(self.trace.gpu_start_ns):,} GPU intervals.")
         if self.note:  # the cell raised or was interrupted: say so outside the widget too
             note = f"{self.note}\n{note}"
-        bundle["text/plain"] = f"{note}\n{table}"
-        bundle["text/html"] = f"<p><i>{escape(note)}</i></p><pre>{escape(table)}</pre>"
+        return f"{note}\n{table}"
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget view, and one line of text: the static copy before it holds the summary
+        (front ends without the widget show both texts)."""
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/plain"] = (f"nbprof timeline widget ({len(self.trace):,} events): interactive "
+                                "with a running kernel; the output before it is its saved copy.")
         return bundle

@@ -5,6 +5,7 @@ Interface (the notebook widget builds on it)::
     tl = Timeline(trace, height=None, width=None)
     tl.layout            # the Bokeh root (a column: note, main plot, overview strip) to show or save
     tl.lanes             # lane labels in display order: "MainThread (1234)", "GPU 0 stream 7", ...
+    tl.lane_groups       # each lane's group ("pid 1234", "rank 0 · GPU 0"), for the widget's lane filter
     tl.highlight(ids, gpu_rows=())  # outline these CPU event ids and GPU rows (empty clears)
     tl.set_filter(lanes=None, min_duration_ns=0)  # show only these lanes / events at least this long
     tl.select(event_id, kind="cpu")               # select an event and draw its links; None clears

@@ -60,6 +60,7 @@ class Timeline:
         info.update(palettes=PALETTES, block_colors=BLOCK_COLORS, highlight_color=HIGHLIGHT_COLOR,
                     selection_color=SELECTION_COLOR)
         self._labels = list(lanes.labels)
+        self._groups = list(lanes.groups)
         self._origin_ns = int(info["origin_ns"])  # the x axis is ns since this time
         span = max(info["span_ns"], 1)
         total_rows = sum(info["lane_height"]) or 1
@@ -145,6 +146,11 @@ class Timeline:
     @property
     def lanes(self) -> list[str]:
         return list(self._labels)
+
+    @property
+    def lane_groups(self) -> list[str]:
+        """Each lane's group (process, rank, GPU), in the order of ``lanes``."""
+        return list(self._groups)
 
     def show_range(self, start_ns: int, end_ns: int) -> None:
         """Zoom the x axis to ``start_ns``..``end_ns``, in the trace's own times (its columns')."""

@@ -7,7 +7,9 @@ import os
 
 import nbformat
 import pytest
-from test_notebook_browser import CHROMIUM, CHROMIUM_ARGS, PANEL, _READY_JS, _run_all_cells, run_lab
+from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, run_lab
+from jupyter_lab import READY_JS as _READY_JS
+from jupyter_lab import run_all_cells as _run_all_cells
 
 pytestmark = pytest.mark.browser
 NOTEBOOK = "answers.ipynb"

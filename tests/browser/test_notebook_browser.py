@@ -2,18 +2,13 @@
 %%cudaprof widget draws its timeline, search counts matches, a summary row highlights its op's
 events, and Export writes the file beside the notebook and delivers a browser download."""
 
-import contextlib
-import json
-import os
 import pathlib
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
+from jupyter_lab import (CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook, run_all_cells,
+                         start_kernel_session)
 
 import nbprof
 from nbprof.chrome.check import check_chrome_trace
@@ -21,79 +16,7 @@ from nbprof.chrome.check import check_chrome_trace
 pytestmark = pytest.mark.browser
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOTEBOOK = "quickstart.ipynb"
-PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # earlier tabs reopen hidden
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """One JupyterLab on loopback for the module, serving a scratch folder holding a copy of the
-    quickstart notebook (autosave writes outputs into the file it opens)."""
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: `make chromium` installs Debian's Chromium")
-    base = tmp_path_factory.mktemp("lab")
-    root = base / "notebooks"
-    root.mkdir()
-    shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
-    with run_lab(base, root, NOTEBOOK) as url:
-        yield url, root
-
-
-@contextlib.contextmanager
-def run_lab(base: pathlib.Path, root: pathlib.Path, notebook: str):
-    """A JupyterLab serving ``root`` (config and logs in ``base``) with ``notebook``'s kernel
-    started; yields its URL, stops it after."""
-    config = base / "config" / "labconfig"
-    config.mkdir(parents=True)
-    # The news pop-up would cover the notebook.
-    (config / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
-    venv_bin = pathlib.Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{venv_bin}{os.pathsep}{os.environ['PATH']}",  # the kernel's python
-               JUPYTER_CONFIG_DIR=str(base / "config"),
-               JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"))
-    port = _free_port()
-    log = open(base / "lab.log", "w")
-    server = subprocess.Popen(
-        [str(venv_bin / "jupyter"), "lab", "--allow-root", "--no-browser", "--ServerApp.token=",
-         "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", "--ip", "127.0.0.1", "--port", str(port), "--ServerApp.root_dir",
-         str(root)], env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/status", timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not start: {(base / 'lab.log').read_text()[-2000:]}")
-                time.sleep(0.3)
-        # Start the notebook's kernel session up front: Lab then attaches to it instead of asking
-        # which kernel to use (a "Select Kernel" dialog that otherwise shows up at random).
-        request = urllib.request.Request(
-            f"{url}/api/sessions", method="POST", headers={"Content-Type": "application/json"},
-            data=json.dumps({"path": notebook, "name": notebook, "type": "notebook",
-                             "kernel": {"name": "python3"}}).encode())
-        urllib.request.urlopen(request, timeout=30)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -101,20 +24,18 @@ def page(lab, artifacts):
     from playwright.sync_api import sync_playwright
 
     url, root = lab
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    start_kernel_session(url, NOTEBOOK)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
         page = context.new_page()
         page.set_default_timeout(60_000)
-        page.goto(f"{url}/lab/tree/{NOTEBOOK}?reset")
-        page.wait_for_selector(f"{PANEL} .jp-Notebook")
-        # the kernel must be idle before Run All, or the first cells may be dropped
-        page.wait_for_selector(f"{PANEL} .jp-Notebook-ExecutionIndicator[data-status='idle']",
-                               state="attached")
+        open_notebook(page, url, NOTEBOOK)
         try:
-            _run_all_cells(page)
+            run_all_cells(page)
             page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
-            page.wait_for_function(_READY_JS, timeout=60_000)
+            page.wait_for_function(READY_JS, timeout=60_000)
         except Exception:
             page.screenshot(path=str(artifacts / "notebook_browser_failed_start.png"))
             raise
@@ -122,35 +43,6 @@ def page(lab, artifacts):
         yield page, root
         page.screenshot(path=str(artifacts / "notebook_browser_final.png"), full_page=False)
         browser.close()
-
-
-# A code cell's prompt reads [*] once queued, [n] once run; [ ] means Run All did not reach it.
-_STARTED_JS = """(panel) => [...document.querySelectorAll(panel + ' .jp-CodeCell .jp-InputPrompt')]
-    .some(prompt => /\\[(\\*|\\d+)\\]/.test(prompt.textContent))"""
-
-
-def _run_all_cells(page, attempts=3):
-    """Run All Cells, and again if no cell started: under heavy load Lab once ran none of them
-    (and a "Select Kernel" dialog can still appear late, holding the run until it is answered)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    for _ in range(attempts):
-        kernel_dialog = page.locator(".jp-Dialog .jp-mod-accept")
-        if kernel_dialog.count():
-            kernel_dialog.first.click()
-        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-        try:
-            page.wait_for_function(_STARTED_JS, arg=PANEL, timeout=30_000)
-            return
-        except PlaywrightTimeout:
-            continue
-    raise AssertionError(f"Run All Cells started no cell in {attempts} attempts")
-
-
-# The timeline tags its plot "nbprof-ready" once the browser has decoded the events and drawn.
-_READY_JS = """() => (window.Bokeh && Bokeh.documents || []).some(doc =>
-    [...doc.all_models].some(m => (m.tags || []).includes("nbprof-ready")))"""
 
 
 def _source_ids(page, name):
@@ -207,8 +99,16 @@ def test_search_updates_the_match_count_and_highlights(page, artifacts):
     matches = _settled_count(page, count)
     assert matches > 0
     search.fill("^aten::addmm$")  # a regex: 3 Linear layers x 3 training steps
-    count.locator("text='9 events'").wait_for()
+    count.locator("text=/^9 events · 9 in view$/").wait_for()
     page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === 9")
+    # A zoom in the page onto the first third of the trace (one of the 3 steps' worth of time):
+    # the kernel hears the new range and counts the matches in it.
+    page.evaluate("""() => { const doc = [...Bokeh.index.roots].find(view =>  // the live widget's
+            view.el.closest('.nbprof-widget') && view.model.document.get_model_by_name("nbprof_plot")
+        ).model.document;  // not a static copy's, nor the Overview tab's
+        const plot = doc.get_model_by_name("nbprof_plot");
+        const {start, end} = plot.x_range; plot.x_range.setv({start, end: start + (end - start) / 3}); }""")
+    count.locator("text=/^9 events · [0-8] in view$/").wait_for()
     page.locator(f"{PANEL} .nbprof-widget button[title='next match']").first.click()
     count.locator("text='1 of 9'").wait_for()
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_search.png"))
@@ -239,15 +139,42 @@ _SOURCE_LEN_JS = """((name) => Math.max(-1, ...Bokeh.documents.map(doc => {
 def test_clicking_a_summary_row_highlights_that_ops_events(page, artifacts):
     page, _ = page
     page.locator(f"{PANEL} .nbprof-widget .lm-TabBar-tab:has-text('Summary')").first.click()
-    rows = page.locator(f"{PANEL} .nbprof-summary select").first
-    option = rows.locator("option", has_text="aten::addmm").first
-    option.click()
+    table = page.locator(f"{PANEL} .nbprof-summary-table").first
+    table.locator("tr[data-name='aten::addmm']").click()
     count = page.locator(f"{PANEL} .nbprof-match-count").first
     count.locator("text=/events of aten::addmm/").wait_for()
     expected = int(count.inner_text().split()[0].replace(",", ""))
     assert expected == 9  # 3 Linear layers x 3 training steps
     page.wait_for_function(f"() => {_SOURCE_LEN_JS}('nbprof_highlight') === {expected}")
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_summary_click.png"))
+
+
+def _calls_column(table) -> list[int]:
+    return [int(text) for text in table.locator("tbody tr td:last-child").all_inner_texts()]
+
+
+def test_a_header_click_sorts_the_summary_both_ways_keeping_the_selected_row(page, artifacts):
+    page, _ = page
+    page.locator(f"{PANEL} .nbprof-widget .lm-TabBar-tab:has-text('Summary')").first.click()
+    table = page.locator(f"{PANEL} .nbprof-summary-table").first
+    headers = table.locator("th").all_inner_texts()
+    assert not any("CUDA" in header for header in headers)  # a CPU-only trace
+    table.locator("tr[data-name='aten::addmm']").click()
+    table.locator("th[data-key='count']").click()
+    page.wait_for_function("(t) => t.querySelector(\"th[data-key='count']\").textContent.includes('▼')",
+                           arg=table.element_handle())
+    calls = _calls_column(table)
+    assert calls == sorted(calls, reverse=True) and calls[0] > calls[-1]
+    table.locator("th[data-key='count']").click()  # again: the other way
+    page.wait_for_function("(t) => t.querySelector(\"th[data-key='count']\").textContent.includes('▲')",
+                           arg=table.element_handle())
+    assert _calls_column(table) == sorted(calls)
+    assert table.locator("tr.selected").get_attribute("data-name") == "aten::addmm"
+    name = table.locator("tr[data-name] td:first-child").first
+    assert name.get_attribute("title") == name.inner_text()  # the full name on hover
+    # no horizontal scrollbar at this width (the page is 1400 px wide, the table narrower)
+    assert table.evaluate("(t) => t.scrollWidth <= t.clientWidth")
+    table.screenshot(path=str(artifacts / "notebook_summary_sorted.png"))
 
 
 def test_export_writes_beside_the_notebook_and_downloads(page, artifacts, tmp_path):

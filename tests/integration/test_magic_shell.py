@@ -190,8 +190,9 @@ def test_repeat_shows_the_per_run_summary_in_the_widget(shell):
     result, out = run(shell, "%%cudaprof --repeat 2\nv = torch.ones(4).mul(2)")
     assert result.success
     assert "over 2 runs" not in out.stdout  # not printed twice: the widget holds it
-    widget = next(o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data)
-    assert "over 2 runs" in widget.data["text/plain"] and "aten::mul" in widget.data["text/plain"]
+    # the widget's saved copy (the output before it) holds the text summary
+    copy = next(o for o in out.outputs if "nbprof" in (o.metadata or {}))
+    assert "over 2 runs" in copy.data["text/plain"] and "aten::mul" in copy.data["text/plain"]
 
 
 def test_cudaprof_inside_torchs_own_profiler_says_it_cannot_nest(shell):
@@ -244,6 +245,48 @@ def test_a_raising_cell_with_a_failing_export_raises_the_cells_own_error(shell, 
 def test_a_raising_cell_says_so_in_the_widgets_text_fallback(shell):
     result, out = run(shell, "%%cudaprof\nj = torch.ones(2) * 3\nraise KeyError('missing')")
     assert isinstance(result.error_in_exec, KeyError)
-    widget = next(o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data)
-    assert "The cell raised KeyError" in widget.data["text/plain"]
-    assert "aten::mul" in widget.data["text/plain"]
+    copy = next(o for o in out.outputs if "nbprof" in (o.metadata or {}))
+    assert "The cell raised KeyError" in copy.data["text/plain"]
+    assert "The cell raised KeyError" in copy.data["text/html"]
+    assert "aten::mul" in copy.data["text/plain"]
+
+
+def test_a_raising_cell_shows_its_traceback_above_a_collapsed_widget(shell, monkeypatch):
+    from nbprof.notebook import magic
+
+    order = []
+    real_traceback, real_show = shell.showtraceback, magic._show_widget
+    monkeypatch.setattr(shell, "showtraceback", lambda *a, **k: (order.append("traceback"),
+                                                                 real_traceback(*a, **k)))
+    monkeypatch.setattr(magic, "_show_widget", lambda *a, **k: (order.append("widget"), real_show(*a, **k)))
+    result, out = run(shell, "%%cudaprof\nq = torch.ones(2) * 3\nraise KeyError('late')")
+    assert isinstance(result.error_in_exec, KeyError)
+    assert order == ["traceback", "widget"]  # IPython's traceback first, then the widget
+    assert any("application/vnd.jupyter.widget-view+json" in o.data for o in out.outputs)
+    run(shell, "x_after = 1")  # the hook ran once: a later cell shows nothing of it
+    assert order == ["traceback", "widget"]
+
+
+def test_a_collapsed_widget_opens_on_a_click():
+    import torch
+
+    with nbprof.profile() as prof:
+        torch.ones(2).add(1)
+    widget = nbprof.widget(prof.trace, note="The cell raised ValueError", collapsed=True)
+    assert widget.body.layout.display == "none" and widget.expand.layout.display == ""
+    widget.expand.value = True  # the click
+    assert widget.body.layout.display == "" and widget.expand.description == "Hide the timeline"
+
+
+def test_a_cell_without_torch_ops_says_so_in_one_line(shell):
+    result, out = run(shell, "%%cudaprof\nplain = sum(range(10))")
+    assert result.success
+    assert "ran no torch ops" in out.stdout and len(out.stdout.strip().splitlines()) == 1
+    assert not [o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data]
+
+
+def test_no_display_without_a_variable_warns_that_the_trace_is_discarded(shell):
+    _, out = run(shell, "%%cudaprof --no-display\n" + WORK)
+    assert "discards the trace" in out.stdout and "-o VAR" in out.stdout
+    _, kept = run(shell, "%%cudaprof --no-display -o kept_trace\n" + WORK)
+    assert "discards" not in kept.stdout

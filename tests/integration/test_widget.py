@@ -1,5 +1,7 @@
 """nbprof.widget on a real recording, driven from Python as the browser's events would drive it."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -20,7 +22,7 @@ def trace():
 def test_search_counts_highlights_and_steps_through_matches(trace):
     widget = nbprof.widget(trace, name="steps")
     widget.search.value = "^aten::relu$"  # what typing in the box does
-    assert widget.match_count.value == "30 events"
+    assert widget.match_count.value == "30 events · 30 in view"  # the whole trace is in view
     assert len(widget.timeline.highlighted.data["event_id"]) == 30
     widget.next.click()
     widget.next.click()
@@ -38,15 +40,31 @@ def test_search_counts_highlights_and_steps_through_matches(trace):
     assert len(widget.timeline.highlighted.data["event_id"]) == 0 and widget.match_count.value == ""
 
 
+def test_the_match_count_says_how_many_are_in_view(trace):
+    widget = nbprof.widget(trace)
+    widget.search.value = "^aten::relu$"
+    relu = np.flatnonzero(trace.name_id == trace.names.index("aten::relu"))
+    origin = int(min(trace.start_ns.min(), trace.gpu_start_ns.min(initial=trace.start_ns.min())))
+    # what a zoom in the browser sends the kernel: a window over the first ten relus
+    start, end = trace.start_ns[relu[0]] - origin, trace.end_ns[relu[9]] - origin
+    widget.timeline.plot.x_range.update(start=start, end=end)
+    assert widget.match_count.value == "30 events · 10 in view"
+
+
 def test_summary_is_sortable_and_a_row_highlights_its_op(trace):
     widget = nbprof.widget(trace)
-    widget.summary.sort.value = "count"
-    counts = [int(label.split()[-1]) for label, _ in widget.summary.rows.options]
-    assert counts == sorted(counts, reverse=True)
-    widget.summary.rows.value = "aten::matmul"  # a click on the row
+    summary = widget.summary
+    assert [c["key"] for c in summary.columns] == ["name", "cpu_time_total", "self_cpu_time_total",
+                                                    "cpu_time_avg", "count"]  # CPU only: no CUDA
+    summary.sort_key = "count"  # a header click
+    counts = {row["name"]: row["count"] for row in summary.rows}
+    assert [counts[n] for n in summary.ordered_names()] == sorted(counts.values(), reverse=True)
+    summary.descending = False  # the same header again
+    assert [counts[n] for n in summary.ordered_names()] == sorted(counts.values())
+    summary.selected = "aten::matmul"  # a click on the row
     ids = widget.timeline.highlighted.data["event_id"]
     assert len(ids) == 30 and {trace.names[trace.name_id[i]] for i in ids} == {"aten::matmul"}
-    assert widget.match_count.value == "30 events of aten::matmul"
+    assert widget.match_count.value == "30 events of aten::matmul · 30 in view"
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +97,14 @@ def test_search_outlines_gpu_matches_and_steps_through_them_in_time_order(alexne
 
 def test_a_summary_row_outlines_the_gpu_intervals_its_op_launched(alexnet):
     widget = nbprof.widget(alexnet)
-    widget.summary.rows.value = "aten::addmm"  # the op that launches the Linear layers' gemms
+    widget.summary.selected = "aten::addmm"  # the op that launches the Linear layers' gemms
     addmm = np.flatnonzero(alexnet.name_id == alexnet.names.index("aten::addmm"))
     launched = np.flatnonzero(np.isin(alexnet.gpu_launch, addmm))
     assert len(launched) and list(widget.timeline.highlighted_gpu.data["gpu_row"]) == launched.tolist()
     assert widget.match_count.value == (f"{len(addmm)} events of aten::addmm + {len(launched)} GPU "
-                                        "intervals they launched")
+                                        f"intervals they launched · {len(addmm) + len(launched)} in view")
     # aten::linear launches nothing itself: its row outlines what the addmm inside it launched
-    widget.summary.rows.value = "aten::linear"
+    widget.summary.selected = "aten::linear"
     assert set(launched) <= set(widget.timeline.highlighted_gpu.data["gpu_row"])
 
 
@@ -109,14 +127,17 @@ def test_filters_reach_the_timeline(trace):
     assert widget.timeline.filter.data["lane_visible"][0] is True
 
 
-def test_export_writes_a_valid_chrome_trace_without_overwriting(trace, tmp_path):
+def test_export_writes_one_valid_chrome_trace_that_a_second_click_replaces(trace, tmp_path):
     widget = nbprof.widget(trace, name="cell", export_dir=tmp_path)
     widget.export.button.click()
+    assert widget.export.status.value.startswith("Wrote")
+    (tmp_path / "cell.json.gz").write_bytes(b"stale")
     widget.export.button.click()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cell-2.json.gz", "cell.json.gz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cell.json.gz"]  # no cell-2, no partial
+    assert widget.export.status.value.startswith("Replaced")
     assert check_chrome_trace(str(tmp_path / "cell.json.gz")) == []
     assert len(nbprof.load(tmp_path / "cell.json.gz")) == len(trace)
-    assert "ui.perfetto.dev" in widget.export.status.value
+    assert "<a href='https://ui.perfetto.dev'" in widget.export.status.value
 
 
 def test_export_to_a_missing_folder_says_so_in_the_widget(trace, tmp_path):
@@ -129,7 +150,39 @@ def test_export_to_a_missing_folder_says_so_in_the_widget(trace, tmp_path):
 def test_the_display_bundle_has_a_text_fallback(trace):
     bundle = nbprof.widget(trace)._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert "aten::matmul" in bundle["text/plain"] and "aten::matmul" in bundle["text/html"]
+    assert "events): interactive with a running kernel" in bundle["text/plain"]
+
+
+def test_display_puts_a_static_copy_before_the_widget_and_bokehjs_in_one_copy(trace, monkeypatch):
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+
+    from nbprof.notebook import static
+    from nbprof.notebook.bokeh_host import bokehjs_source
+
+    InteractiveShell.instance()
+    monkeypatch.setattr(static, "_bokehjs_cell", "")  # a fresh kernel
+    cell = {"id": "cell-a"}
+    monkeypatch.setattr(static, "_running_cell_id", lambda: cell["id"])
+    outputs = []
+    for cell_id in ("cell-a", "cell-b", "cell-a"):  # two cells, then the first one again
+        cell["id"] = cell_id
+        widget = nbprof.widget(trace)
+        with capture_output() as captured:
+            display(widget)
+        copy, view = captured.outputs
+        assert "application/vnd.jupyter.widget-view+json" in view.data
+        html = copy.data["text/html"]
+        assert f"data-nbprof-id='{widget.host.static_id}'" in html  # the live widget hides it
+        assert "nbprof-static-summary" in html and "aten::matmul" in html
+        # the embedded document ends at its own </script>: nothing in it closes the tag early
+        item = json.loads(html.split("nbprof-static-item'>")[1].split("</script>")[0])
+        assert item["root_id"] == widget.timeline.layout.id
+        outputs.append(bokehjs_source()[:2000] in html)
+    # BokehJS once per notebook: in the first cell's copy, and again when that cell re-runs
+    # (its old output is replaced), never in another cell's.
+    assert outputs == [True, False, True]
 
 
 def test_widget_refuses_what_is_not_a_trace():
@@ -150,21 +203,45 @@ def test_an_empty_trace_still_makes_a_widget():
     from nbprof.events import Trace
 
     widget = nbprof.widget(Trace.empty())
-    assert "0 events" in widget._repr_mimebundle_()["text/plain"]
+    assert "0 events" in widget._text_summary()
     widget.search.value = "anything"
     assert widget.match_count.value == "no matches"
     widget.next.click()  # nothing to step through: no error
-    assert widget.summary.rows.options == ()
+    assert widget.summary.rows == []
 
 
 def test_bokehjs_bundles_cover_every_model_the_timeline_uses(trace):
     # A model from a bundle that was not loaded would fail in the browser ("Model ... does not exist").
     from bokeh.embed.bundle import _all_objs, _use_gl, _use_mathjax, _use_tables, _use_widgets
 
-    from nbprof.notebook.widget import BOKEHJS_COMPONENTS
+    from nbprof.notebook.bokeh_host import BOKEHJS_COMPONENTS
 
     models = _all_objs([nbprof.widget(trace).timeline.layout])
     needed = {"bokeh"} | {bundle for bundle, used in (
         ("bokeh-widgets", _use_widgets(models)), ("bokeh-tables", _use_tables(models)),
         ("bokeh-gl", _use_gl(models)), ("bokeh-mathjax", _use_mathjax(models))) if used}
     assert needed <= set(BOKEHJS_COMPONENTS)
+
+
+def test_the_lane_filter_is_checkboxes_by_group_and_keeps_the_details(alexnet):
+    widget = nbprof.widget(alexnet)
+    lanes = widget.lane_filter
+    groups = widget.timeline.lane_groups
+    assert len(set(groups)) >= 2  # CPU process and GPU lanes: one row of boxes each
+    widget.timeline.select(0)
+    details = widget.details.value
+    gpu_group = next(g for g in groups if "GPU" in g)
+    box, members = lanes._group_boxes[gpu_group]
+    box.value = False  # untick the GPU group: its lanes go, the others stay
+    assert set(lanes.value) == {lane for lane, g in zip(lanes.options, groups) if g != gpu_group}
+    visible = widget.timeline.filter.data["lane_visible"]
+    assert [not v for v, g in zip(visible, groups) if g == gpu_group] == [True] * len(members)
+    assert widget.details.value == details and widget.timeline.selection.data["event_id"] == [0]
+    assert lanes.message.value == ""
+    for lane in lanes.options:  # every lane off, one box at a time
+        lanes._lane_boxes[lane].value = False
+    assert lanes.value == () and "Every lane is hidden" in lanes.message.value
+    assert not any(widget.timeline.filter.data["lane_visible"])
+    lanes._lane_boxes[members[0]].value = True  # one lane back: its group box stays unticked
+    assert lanes.value == (members[0],) and lanes.message.value == ""
+    assert box.value is (len(members) == 1)

@@ -1,0 +1,89 @@
+// anywidget module: the summary as a table. A header click sorts by that column (again: the other
+// way); a row click selects that op (the kernel highlights its events); the selection is kept by
+// name, so it stays on its row through a re-sort. Sorting is done here, on the rows sent once.
+const STYLE = `
+.nbprof-summary-table { max-height: 260px; overflow-y: auto; overflow-x: hidden; }
+.nbprof-summary-table table { width: 100%; table-layout: fixed; border-collapse: collapse;
+  font-size: 12px; }
+.nbprof-summary-table th { position: sticky; top: 0; background: var(--jp-layout-color2, #eee);
+  cursor: pointer; user-select: none; padding: 2px 6px; white-space: nowrap; }
+.nbprof-summary-table td { padding: 1px 6px; white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; }
+.nbprof-summary-table .num { text-align: right; }
+.nbprof-summary-table th:first-child, .nbprof-summary-table td:first-child { width: 46%; text-align: left; }
+.nbprof-summary-table tbody tr { cursor: pointer; }
+.nbprof-summary-table tbody tr:hover { background: var(--jp-layout-color3, #ddd); }
+.nbprof-summary-table tbody tr.selected { background: #ffe08a; }`;
+
+function render({ model, el }) {
+  el.classList.add("nbprof-summary-table");
+  const style = document.createElement("style");
+  style.textContent = STYLE;
+  const table = document.createElement("table");
+  el.append(style, table);
+
+  const draw = () => {
+    const columns = model.get("columns");
+    const key = model.get("sort_key");
+    const descending = model.get("descending");
+    const rows = [...model.get("rows")].sort((a, b) => {
+      const order = key === "name" ? String(a.name).localeCompare(String(b.name)) : a[key] - b[key];
+      return descending ? -order : order;
+    });
+    const head = document.createElement("tr");
+    for (const column of columns) {
+      const th = document.createElement("th");
+      th.className = column.key === "name" ? "" : "num";
+      th.title = `${column.tip} (click to sort)`;
+      th.dataset.key = column.key;
+      th.textContent = column.title + (column.key === key ? (descending ? " ▼" : " ▲") : "");
+      th.addEventListener("click", () => {
+        if (column.key === model.get("sort_key")) {
+          model.set("descending", !model.get("descending"));
+        } else {
+          model.set("sort_key", column.key);
+          model.set("descending", column.key !== "name");  // numbers largest first, names A-Z
+        }
+        model.save_changes();
+      });
+      head.appendChild(th);
+    }
+    const body = document.createElement("tbody");
+    const selected = model.get("selected");
+    for (const row of rows) {
+      const tr = document.createElement("tr");
+      tr.dataset.name = row.name;
+      if (row.name === selected) tr.classList.add("selected");
+      for (const column of columns) {
+        const td = document.createElement("td");
+        if (column.key === "name") {
+          td.textContent = row.label;
+          td.title = row.label;  // the full name on hover: the cell cuts long ones
+        } else {
+          td.className = "num";
+          td.textContent = row[`${column.key}_text`];
+        }
+        tr.appendChild(td);
+      }
+      tr.addEventListener("click", () => {
+        model.set("selected", row.name);
+        model.save_changes();
+      });
+      body.appendChild(tr);
+    }
+    const thead = document.createElement("thead");
+    thead.appendChild(head);
+    table.replaceChildren(thead, body);
+  };
+  draw();
+  for (const name of ["rows", "columns", "sort_key", "descending", "selected"]) {
+    model.on(`change:${name}`, draw);
+  }
+  return () => {
+    for (const name of ["rows", "columns", "sort_key", "descending", "selected"]) {
+      model.off(`change:${name}`, draw);
+    }
+  };
+}
+
+export default { render };

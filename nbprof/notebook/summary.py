@@ -1,0 +1,68 @@
+"""The summary table's columns and rows, shared by the live sortable table (js/summary_table.js)
+and the static copy saved into the notebook (static.py). Plain values; no widgets here."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ..analysis import SORT_KEYS, format_us, key_averages, printable, sort_rows
+from ..events import Trace
+
+# (key, header, what the header's tooltip says); CUDA columns only for traces with GPU work.
+_COLUMNS = (
+    ("name", "Name", "op name"),
+    ("cpu_time_total", "CPU total", "CPU time of all calls, ops nested in them included"),
+    ("self_cpu_time_total", "Self CPU", "CPU time of all calls, ops nested in them excluded"),
+    ("cpu_time_avg", "CPU avg", "CPU total / calls"),
+    ("cuda_time_total", "CUDA total", "GPU time of the intervals these calls launched"),
+    ("cuda_time_avg", "CUDA avg", "CUDA total / calls"),
+    ("count", "Calls", "number of calls"),
+)
+NAME_CHARS = 60  # a longer name is cut in the cell; the full one shows on hover
+
+
+def summary_columns(trace: Trace) -> list[dict]:
+    return [{"key": key, "title": title, "tip": tip} for key, title, tip in _COLUMNS
+            if trace.has_gpu or not key.startswith("cuda")]
+
+
+def summary_rows(trace: Trace) -> list[dict]:
+    """One dict per op name: the raw number of every column (for sorting) and its text."""
+    rows = []
+    for average in key_averages(trace):
+        row = {"name": average.name, "label": printable(average.name)}
+        for key in SORT_KEYS[:-1]:  # every key --sort accepts, shown as a column or not
+            value = getattr(average, key)
+            row[key] = value
+            row[f"{key}_text"] = str(value) if key == "count" else format_us(value)
+        rows.append(row)
+    return rows
+
+
+def summary_html(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 50) -> str:
+    """The summary as a plain HTML table (no script): what the saved notebook shows everywhere."""
+    columns = summary_columns(trace)
+    if sort_by not in {column["key"] for column in columns}:
+        sort_by = "cpu_time_total"
+    averages = sort_rows(key_averages(trace), sort_by)
+    head = "".join(f"<th title='{escape(column['tip'])}' style='text-align:{_align(column)};"
+                   f"padding:2px 8px'>{escape(column['title'])}</th>" for column in columns)
+    body = []
+    for average in averages[:row_limit]:
+        name = printable(average.name)
+        short = name if len(name) <= NAME_CHARS else name[:NAME_CHARS - 1] + "…"
+        cells = [f"<td title='{escape(name)}' style='text-align:left;padding:1px 8px'>"
+                 f"<code>{escape(short)}</code></td>"]
+        for column in columns[1:]:
+            value = getattr(average, column["key"])
+            text = str(value) if column["key"] == "count" else format_us(value)
+            cells.append(f"<td style='text-align:right;padding:1px 8px'>{text}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    more = (f"<p><i>{len(averages) - row_limit} more ops: re-run the cell for all of them.</i></p>"
+            if len(averages) > row_limit else "")
+    return (f"<table class='nbprof-static-summary' style='border-collapse:collapse;font-size:12px'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}")
+
+
+def _align(column: dict) -> str:
+    return "left" if column["key"] == "name" else "right"

@@ -1,0 +1,139 @@
+"""One real JupyterLab for the browser tests (tests/browser/conftest.py starts it once per run),
+and the steps the tests share: open a notebook, run all its cells, wait for the timeline."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # earlier tabs reopen hidden
+
+# The timeline tags its plot "nbprof-ready" once the browser has decoded the events and drawn.
+READY_JS = """() => (window.Bokeh && Bokeh.documents || []).some(doc =>
+    [...doc.all_models].some(m => (m.tags || []).includes("nbprof-ready")))"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_lab(base: pathlib.Path):
+    """JupyterLab on loopback serving ``base/notebooks``; yields (url, that folder)."""
+    root = base / "notebooks"
+    root.mkdir(exist_ok=True)
+    config = base / "config" / "labconfig"
+    config.mkdir(parents=True, exist_ok=True)
+    # The news pop-up would cover the notebook.
+    (config / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    venv_bin = pathlib.Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{venv_bin}{os.pathsep}{os.environ['PATH']}",  # the kernel's python
+               JUPYTER_CONFIG_DIR=str(base / "config"),
+               JUPYTERLAB_SETTINGS_DIR=str(base / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"))
+    port = _free_port()
+    log_path = base / "lab.log"
+    log = open(log_path, "w")
+    server = subprocess.Popen(
+        [str(venv_bin / "jupyter"), "lab", "--allow-root", "--no-browser", "--ServerApp.token=",
+         "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", "--ip", "127.0.0.1",
+         "--port", str(port), "--ServerApp.root_dir", str(root)],
+        env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"JupyterLab did not start: {log_path.read_text()[-2000:]}")
+                time.sleep(0.3)
+        yield url, root
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@contextlib.contextmanager
+def run_lab(base: pathlib.Path, root: pathlib.Path, notebook: str):
+    """A JupyterLab of its own serving ``root`` (``base/notebooks``) with ``notebook``'s kernel
+    started; yields its URL (for a module that needs a separate server)."""
+    if root != base / "notebooks":
+        raise ValueError(f"run_lab serves {base / 'notebooks'}, not {root}")
+    with running_lab(base) as (url, _):
+        start_kernel_session(url, notebook)
+        yield url
+
+
+def api(url: str, path: str, method: str = "GET", body: dict | None = None):
+    request = urllib.request.Request(f"{url}{path}", method=method,
+                                     headers={"Content-Type": "application/json"},
+                                     data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read()
+    return json.loads(text) if text else None
+
+
+def start_kernel_session(url: str, notebook: str) -> dict:
+    """Start the notebook's kernel up front: Lab then attaches to it instead of asking which
+    kernel to use (a "Select Kernel" dialog that otherwise shows up at random)."""
+    return api(url, "/api/sessions", "POST", {"path": notebook, "name": notebook,
+                                              "type": "notebook", "kernel": {"name": "python3"}})
+
+
+def open_notebook(page, url: str, notebook: str) -> None:
+    page.goto(f"{url}/lab/tree/{notebook}?reset")
+    page.wait_for_selector(f"{PANEL} .jp-Notebook")
+    # the kernel must be idle before Run All, or the first cells may be dropped
+    page.wait_for_selector(f"{PANEL} .jp-Notebook-ExecutionIndicator[data-status='idle']",
+                           state="attached")
+
+
+# A code cell's prompt reads [*] once queued, [n] once run; [ ] means Run All did not reach it.
+_STARTED_JS = """(panel) => [...document.querySelectorAll(panel + ' .jp-CodeCell .jp-InputPrompt')]
+    .some(prompt => /\\[(\\*|\\d+)\\]/.test(prompt.textContent))"""
+
+
+def run_all_cells(page, attempts=3):
+    """Run All Cells, and again if no cell started: under heavy load Lab once ran none of them
+    (and a "Select Kernel" dialog can still appear late, holding the run until it is answered)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(attempts):
+        kernel_dialog = page.locator(".jp-Dialog .jp-mod-accept")
+        if kernel_dialog.count():
+            kernel_dialog.first.click()
+            page.wait_for_selector(f"{PANEL} .jp-Notebook-ExecutionIndicator[data-status='idle']",
+                                   state="attached")
+        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        try:
+            page.wait_for_function(_STARTED_JS, arg=PANEL, timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"Run All Cells started no cell in {attempts} attempts")
+
+
+def menu(page, top: str, item: str) -> None:
+    page.click(f".lm-MenuBar-itemLabel:text-is('{top}')")
+    page.click(f".lm-Menu-itemLabel:text-is('{item}')")
