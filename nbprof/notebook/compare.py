@@ -4,7 +4,7 @@ steps aligned at their starts, ops coloured by change (timeline/compare.py)."""
 
 from __future__ import annotations
 
-from html import escape
+from ..html_text import html_text
 
 import ipywidgets
 
@@ -21,10 +21,10 @@ class ComparePane(ipywidgets.VBox):
         self.comparison = compare(before, after, plain=True)
         self.text = self.comparison.table.table(row_limit=row_limit)
         figure, self.bars = comparison_figure(before, after, self.comparison)
-        header = (f"<b>Compared with {escape(label)}</b>: before {len(before):,} events, after "
+        header = (f"<b>Compared with {html_text(label)}</b>: before {len(before):,} events, after "
                   f"{len(after):,} events. Below: before (top) and after, each step from its start.")
         super().__init__([ipywidgets.HTML(header),
                           ipywidgets.HTML(f"<pre class='nbprof-diff' style='{PRE_STYLE}'>"
-                                          f"{escape(self.text)}</pre>"),
+                                          f"{html_text(self.text)}</pre>"),
                           BokehModel(figure)])
         self.add_class("nbprof-compare")

@@ -7,7 +7,7 @@ that step. The contents come from the pure modules (steps, kernel_summary, findi
 
 from __future__ import annotations
 
-from html import escape
+from ..html_text import html_text
 
 import ipywidgets
 
@@ -41,17 +41,17 @@ class OverviewPane(ipywidgets.VBox):
             rows=min(6, max(len(self.steps), 1)), layout=ipywidgets.Layout(width="100%"))
         self.step_list.add_class("nbprof-steps")
         self.step_list.observe(lambda change: self.zoom_to(change["new"]), names="value")
-        found = "".join(f"<li>{escape(line)}</li>" for line in self.findings) or "<li>nothing stands out</li>"
+        found = "".join(f"<li>{html_text(line)}</li>" for line in self.findings) or "<li>nothing stands out</li>"
         findings_html = ipywidgets.HTML(f"<ul class='nbprof-findings' style='margin:2px 0'>{found}</ul>")
         tables = kernels.table()
         if trace.has_gpu:
             memory = kernel_summary(trace, memory=True, limit=5, plain=True)
             tables += "\n\nMemcpy / memset:\n" + memory.table()
         kernel_html = ipywidgets.HTML(
-            f"<pre class='nbprof-kernels' style='{PRE_STYLE}'>{escape(tables)}</pre>"
+            f"<pre class='nbprof-kernels' style='{PRE_STYLE}'>{html_text(tables)}</pre>"
             if trace.has_gpu else "<i>no GPU work recorded</i>")
         source = self.steps[0]["source"] if self.steps else "none"
-        super().__init__([findings_html, ipywidgets.HTML(f"<b>Steps</b> (from {escape(source)}; pick "
+        super().__init__([findings_html, ipywidgets.HTML(f"<b>Steps</b> (from {html_text(source)}; pick "
                                                          "one, or tap its bar, to zoom the timeline to it)"),
                           BokehModel(figure), self.step_list, ipywidgets.HTML("<b>Top GPU work</b>"),
                           kernel_html])

@@ -3,7 +3,7 @@ shows only that rank's lanes (through the widget's lane filter), and "All ranks"
 
 from __future__ import annotations
 
-from html import escape
+from ..html_text import html_text
 
 import ipywidgets
 
@@ -26,8 +26,8 @@ def summary_html(summary) -> str:
         cells = [str(row.rank), *(format_us(v / 1e3) for v in (
             row.wall_ns, row.cpu_busy_ns, row.gpu_busy_ns, row.collective_ns)),
             str(len(row.steps)), mean]
-        body.append(f"<tr{straggler}>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
-    note = (f"<p><b>Straggler: rank {summary.straggler}</b> ({escape(summary.reason)})</p>"
+        body.append(f"<tr{straggler}>" + "".join(f"<td>{html_text(c)}</td>" for c in cells) + "</tr>")
+    note = (f"<p><b>Straggler: rank {summary.straggler}</b> ({html_text(summary.reason)})</p>"
             if summary.straggler is not None else "")
     return f"<table class='nbprof-ranks'><tr>{head}</tr>{''.join(body)}</table>{note}"
 

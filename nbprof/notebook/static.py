@@ -14,7 +14,7 @@ for it in the page.
 from __future__ import annotations
 
 import uuid
-from html import escape
+from ..html_text import html_text
 
 import orjson
 
@@ -91,7 +91,7 @@ def static_bundle(timeline, *, sort_by: str, note: str | None = None,
     item = orjson.dumps(item).decode().replace("</", "<\\/")
     bokehjs = (f"<script type='text/javascript'>{bokehjs_source()}</script>"
                if _bokehjs_needed(_running_cell_id()) else "")
-    header = f"<p><b>{escape(note)}</b></p>" if note else ""
+    header = f"<p><b>{html_text(note)}</b></p>" if note else ""
     html = (f"<div class='nbprof-static' data-nbprof-id='{static_id}'>{bokehjs}{header}"
             "<p class='nbprof-static-note' style='margin:2px 0'><i>Saved copy of the nbprof "
             "timeline: zoom and pan work; re-run the cell to search, filter and export.</i></p>"

@@ -3,7 +3,7 @@ and the static copy saved into the notebook (static.py). Plain values; no widget
 
 from __future__ import annotations
 
-from html import escape
+from ..html_text import html_text
 
 from ..analysis import SORT_KEYS, format_us, key_averages, printable, sort_rows
 from ..events import Trace
@@ -45,14 +45,14 @@ def summary_html(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int =
     if sort_by not in {column["key"] for column in columns}:
         sort_by = "cpu_time_total"
     averages = sort_rows(key_averages(trace), sort_by)
-    head = "".join(f"<th title='{escape(column['tip'])}' style='text-align:{_align(column)};"
-                   f"padding:2px 8px'>{escape(column['title'])}</th>" for column in columns)
+    head = "".join(f"<th title='{html_text(column['tip'])}' style='text-align:{_align(column)};"
+                   f"padding:2px 8px'>{html_text(column['title'])}</th>" for column in columns)
     body = []
     for average in averages[:row_limit]:
         name = printable(average.name)
         short = name if len(name) <= NAME_CHARS else name[:NAME_CHARS - 1] + "…"
-        cells = [f"<td title='{escape(name)}' style='text-align:left;padding:1px 8px'>"
-                 f"<code>{escape(short)}</code></td>"]
+        cells = [f"<td title='{html_text(name)}' style='text-align:left;padding:1px 8px'>"
+                 f"<code>{html_text(short)}</code></td>"]
         for column in columns[1:]:
             value = getattr(average, column["key"])
             text = str(value) if column["key"] == "count" else format_us(value)

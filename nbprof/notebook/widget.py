@@ -7,7 +7,7 @@ wires widgets to them and to the Timeline (timeline/, the only place that builds
 
 from __future__ import annotations
 
-from html import escape
+from ..html_text import html_text
 
 import ipywidgets
 import numpy as np
@@ -92,10 +92,10 @@ class TraceWidget(ipywidgets.VBox):
         for end in ("start", "end"):  # a zoom or pan changes how many matches are in view
             self.timeline.plot.x_range.on_change(end, lambda _attr, _old, _new: self._view_moved())
 
-        restarted = ipywidgets.HTML(f"<span>{escape(RESTARTED)}</span>")
+        restarted = ipywidgets.HTML(f"<span>{html_text(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
         header = [ipywidgets.HTML(_STYLE), restarted] + (
-            [ipywidgets.HTML(f"<b>{escape(note)}</b>")] if note else [])
+            [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else [])
         self.body = ipywidgets.VBox([self._toolbar, self._filters, self.host, panes,
                                      self.export])
         # Collapsed under a failed cell's traceback: the error reads first, one click shows the rest.
@@ -135,7 +135,7 @@ class TraceWidget(ipywidgets.VBox):
         """Details, Summary and, for ``--repeat`` traces, Per run (mean / min / max per op)."""
         self.per_run = _per_run_text(self.trace)
         panes = ipywidgets.Tab([self.details, self.summary] + (
-            [ipywidgets.HTML(f"<pre class='nbprof-per-run'>{escape(self.per_run)}</pre>")]
+            [ipywidgets.HTML(f"<pre class='nbprof-per-run'>{html_text(self.per_run)}</pre>")]
             if self.per_run else []))
         for index, title in enumerate(("Details", "Summary", "Per run")[:len(panes.children)]):
             panes.set_title(index, title)
@@ -174,7 +174,7 @@ class TraceWidget(ipywidgets.VBox):
         message = self._count_message
         if len(self._matches) + len(self._gpu_matches):
             message += f" · {self.in_view():,} in view"
-        self.match_count.value = escape(message)
+        self.match_count.value = html_text(message)
 
     def show_op(self, name: str) -> None:
         """A summary row was clicked: outline every event of that op and the GPU intervals they
@@ -213,7 +213,7 @@ class TraceWidget(ipywidgets.VBox):
         # The selection's on_change shows the details too, but not when the same match is stepped
         # to again (no change): and the user may have switched to another pane since.
         self._show_details(row, kind)
-        self.match_count.value = escape(f"{self._match_index + 1} of {total:,}")
+        self.match_count.value = html_text(f"{self._match_index + 1} of {total:,}")
 
     def _bring_into_view(self, start_ns: int, end_ns: int) -> None:
         """Pan (keeping the zoom) so the interval is in view; zoom out if it is wider than the view."""

@@ -14,6 +14,7 @@ from bokeh.plotting import figure
 
 from ..steps import find_steps
 from ..trace_diff import STATUSES
+from ..html_text import html_text
 
 STATUS_COLORS = {"slower": "#d62728", "faster": "#2ca02c", "added": "#ff7f0e",
                  "removed": "#9467bd", "same": "#c7c7c7"}
@@ -115,7 +116,6 @@ def save_compare_html(before, after, path, *, title: str | None = None, row_limi
     """A standalone page (BokehJS inline: opens offline) of what changed from ``before`` to
     ``after``: the diff table and the aligned two-run figure. Written whole, then moved into place,
     so a failed write leaves any earlier page as it was."""
-    import html
     import os
     import pathlib
     import tempfile
@@ -130,7 +130,7 @@ def save_compare_html(before, after, path, *, title: str | None = None, row_limi
     comparison = compare(before, after)
     plot, _ = comparison_figure(before, after, comparison)
     text = comparison.table.table(row_limit=row_limit)
-    page = column(Div(text=f"<pre style='font-size:12px'>{html.escape(text)}</pre>",
+    page = column(Div(text=f"<pre style='font-size:12px'>{html_text(text)}</pre>",
                       sizing_mode="stretch_width"), plot, sizing_mode="stretch_width")
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

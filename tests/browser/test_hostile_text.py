@@ -92,7 +92,16 @@ def test_the_widget_panes_escape_the_file_text(trace):
     from nbprof.notebook.details import details_html, gpu_details_html
 
     op = next(event for event in trace.events if event.name.startswith("op "))
-    panes = [details_html(trace, op.id), gpu_details_html(trace, 0)]
+    from nbprof.notebook.static import static_bundle
+    from nbprof.notebook.summary import summary_html
+    from nbprof.timeline import Timeline
+
+    panes = [details_html(trace, op.id), gpu_details_html(trace, 0), summary_html(trace)]
+    # The saved copy a reopened notebook shows: its markup outside the embedded JSON.
+    static = static_bundle(Timeline(trace), sort_by="cpu_time_total", note=HOSTILE)[1]["text/html"]
+    outside_json = static.split("<script type='application/json'")[0] + static.split("</script>")[-1]
+    panes.append(outside_json)
+    assert SCRIPT not in static  # nowhere, the embedded JSON included (it writes <\\/script>)
     widget = nbprof.widget(trace)
     bundle = widget._repr_mimebundle_() if hasattr(widget, "_repr_mimebundle_") else {}
     html_parts = panes + [value for key, value in (bundle or {}).items()
