@@ -313,10 +313,13 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
 def _sorted_trace(c: dict, **tables) -> Trace:
     """The concatenated columns in a Trace's order. Each rank's rows are sorted already and its
     nesting stays valid (threads never cross ranks), so only the ids are remapped."""
-    order = np.lexsort((c["start"] - c["end"], c["start"]))
+    # Stable sorts by start alone: timsort merges the ranks' already sorted runs (k runs: n log k,
+    # ~3x faster than a two-key lexsort) and keeps each rank's own order among equal starts, so
+    # parents still precede their children (threads never cross ranks).
+    order = np.argsort(c["start"], kind="stable")
     new_id = np.empty(len(order), np.int32)
     new_id[order] = np.arange(len(order), dtype=np.int32)
-    gpu_order = np.lexsort((c["gend"], c["gstart"]))
+    gpu_order = np.argsort(c["gstart"], kind="stable")
     new_gpu_row = np.empty(len(gpu_order), np.int64)
     new_gpu_row[gpu_order] = np.arange(len(gpu_order))
 
