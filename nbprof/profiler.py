@@ -10,17 +10,22 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 
+import numpy as np
 import torch
 
 from .convert import cpu_records_to_trace, legacy_records_to_trace
 from .events import Thread, Trace
+from .overhead import overhead_meta
 from .ranks import distributed_meta  # rank, world size, local rank, host under torchrun
+from .record import calibrate, forks
 from .record.cuda_events import LegacyCudaRecorder, legacy_cuda_available
 from .record.interrupts import interrupts_held
-from .record.kineto_cpu import KinetoCpuRecorder
+from .record.kineto_cpu import KinetoCpuRecorder, drop_own_window
 from .record.numba_launches import NumbaLaunchRecorder
 from .record.threads import ThreadNames, name_threads
+from .record.torch_profilers import HandOver, torch_profiler_active
 
 _state_lock = threading.Lock()
 _active_profile = None  # the profile recording now, process-wide (Kineto's state is global)
@@ -35,6 +40,16 @@ NOTE_NO_ALL_THREADS = ("Only the thread that started profiling was recorded: thi
                        "are missing.")
 NOTE_OP_INTERVALS = ("Each GPU interval spans all the GPU work of one op (a CUDA event pair "
                      "around it), not single kernels.")
+NOTE_TAKEN_OVER = ("torch.profiler was started inside this block: nbprof's recording ended there "
+                   "(the two cannot record at once), so this trace holds only what ran before it. "
+                   "Profile with one of them at a time.")
+NOTE_SESSION_LOST = ("torch.profiler (or another torch profiler) ran inside this block and ended "
+                     "nbprof's recording: ops after the point where it started are missing. "
+                     "Profile with one of them at a time.")
+NOTE_DATALOADER_WORKERS = ("A DataLoader with worker processes ran in this block: ops in the "
+                           "worker processes are not recorded (only this process is profiled); "
+                           "num_workers=0 shows the loading work on this timeline.")
+_MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not start): GPU "
                  "durations only (whole microseconds), each drawn at its op's CPU start; GPU "
                  "start times were not measured.")
@@ -76,25 +91,34 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 raise RuntimeError(
                     "nbprof.profile is not reentrant: a profile is already recording (it keeps "
                     "recording). End it before starting another.")
-            if torch.autograd._profiler_enabled():
+            if torch_profiler_active():
                 raise RuntimeError(
                     "torch's profiler is already active (torch.profiler.profile or "
-                    "torch.autograd.profiler.profile): nbprof.profile cannot run inside it. "
-                    "Leave that block first.")
+                    "torch.autograd.profiler.profile, on this or another thread): nbprof.profile "
+                    "cannot run inside it. Leave that block first.")
             self._recorder, self._meta = self._choose_backend()
             self._starting_thread = Thread(os.getpid(), threading.get_native_id(),
                                            threading.current_thread().name)
-            self._base_time_ns = time.time_ns()
             self._thread_names = ThreadNames()
+            self._hand_over = HandOver(self._end_recording)
+            self._raw = None
+            self._stopped = False
             recording = False
             try:
                 with interrupts_held():  # Ctrl-C lands after the switch, not halfway through it
+                    off_ns = calibrate.best_per_range_ns()
                     self._thread_names.start()
+                    self._base_time_ns = time.time_ns()
                     self._start_recorder()
                     recording = True
+                    self._per_op_ns = calibrate.per_op_overhead_ns(off_ns)
+                    self._own_windows = [(self._base_time_ns, time.time_ns())]
                     self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])
                     self._numba_launches.start()
+                    self._hand_over.start()
+                    forks.set_recording(True)
                     _active_profile = self
+                    self._block_start_ns = time.perf_counter_ns()
             except BaseException as error:
                 self._abandon_start(recording)
                 if isinstance(error, RuntimeError):
@@ -104,12 +128,25 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 raise
         return self
 
+    def _end_recording(self) -> None:
+        """Switch nbprof's profilers off and keep what they recorded; once. Called at the
+        block's end, or earlier by the hand-over when a torch profiler starts inside it."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._block_ns = time.perf_counter_ns() - self._block_start_ns
+        forks.set_recording(False)
+        self._numba_launches.stop()  # restores numba's launch path; never raises
+        self._raw = self._recorder.stop()
+
     def _abandon_start(self, recording: bool) -> None:
         """After a failed start, or one that Ctrl-C interrupted once torch's profiler was on (the
         state lock held): leave nothing switched on. A recorder that did not start is not stopped:
         that could stop another profiler's session."""
         global _active_profile
         _active_profile = None
+        forks.set_recording(False)
+        self._hand_over.stop()
         self._thread_names.stop()
         self._numba_launches.stop()
         if recording:
@@ -134,6 +171,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
                 starting_thread=self._starting_thread, record_shapes=self.record_shapes,
                 with_stack=self.with_stack, meta=self._meta)
+        raw = drop_own_window(raw, self._starting_thread.tid, self._own_windows)
         return cpu_records_to_trace(
             raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
             thread_names=name_threads(set(raw.tid.tolist()), known_names),
@@ -174,12 +212,32 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         # through: the profiler is never left on, and prof.trace holds what was recorded.
         with interrupts_held():
             try:
-                self._numba_launches.stop()  # restores numba's launch path; never raises
-                raw = self._recorder.stop()
+                # Off first, so that a torch profiler started now finds nothing to hand over.
+                taken_over = self._hand_over.stop()
+                self._end_recording()
             finally:
                 known_names = self._thread_names.stop()
                 with _state_lock:
                     _active_profile = None
-            self.trace = self._numba_launches.add_to(self._to_trace(raw, known_names),
-                                                     known_names)
+            trace = self._numba_launches.add_to(self._to_trace(self._raw, known_names),
+                                                known_names)
+            self.trace = self._with_findings(trace, taken_over)
+        if taken_over or self._hand_over.flag_lost:
+            warnings.warn(f"nbprof: {self.trace.meta['notes'][-1]}", RuntimeWarning, stacklevel=2)
         return False  # exceptions from the block propagate
+
+    def _with_findings(self, trace: Trace, taken_over: bool) -> Trace:
+        """The notes and figures only the profile knows: a torch profiler inside the block,
+        DataLoader worker processes, the profiler's own cost."""
+        notes = trace.meta.setdefault("notes", [])
+        if any(_MULTIPROCESS_LOADER in name for name in trace.names):
+            notes.append(NOTE_DATALOADER_WORKERS)
+        lanes = trace.thread == 0 if trace.threads and \
+            trace.threads[0].tid == self._starting_thread.tid else np.zeros(len(trace), bool)
+        trace.meta["overhead"] = overhead_meta(self._per_op_ns, int(lanes.sum()), self._block_ns)
+        if taken_over:
+            notes.append(NOTE_TAKEN_OVER)
+        elif self._hand_over.flag_lost:
+            trace.meta["session_lost"] = True
+            notes.append(NOTE_SESSION_LOST)
+        return trace

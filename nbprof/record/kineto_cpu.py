@@ -69,6 +69,33 @@ class KinetoCpuRecorder:
                             with_stack=self.with_stack, gpu_fallback=self.gpu_fallback)
 
 
+def select_rows(records: CpuRecords, keep: np.ndarray) -> CpuRecords:
+    """``records`` with only the rows where ``keep`` is True (sparse extras renumbered)."""
+    if keep.all():
+        return records
+    new_row = np.cumsum(keep) - 1
+
+    def remap(sparse):
+        return {int(new_row[row]): value for row, value in sparse.items() if keep[row]}
+
+    return records._replace(
+        names=[name for name, kept in zip(records.names, keep) if kept],
+        start_ns=records.start_ns[keep], end_ns=records.end_ns[keep], tid=records.tid[keep],
+        is_annotation=records.is_annotation[keep], is_python=records.is_python[keep],
+        shapes=remap(records.shapes), stacks=remap(records.stacks),
+        cuda_us=None if records.cuda_us is None else records.cuda_us[keep])
+
+
+def drop_own_window(records: CpuRecords, tid: int, windows) -> CpuRecords:
+    """Without the rows that nbprof's own start and stop recorded on the starting thread
+    (``windows``: (start_ns, end_ns) wall-clock spans: calibration, anchors, synchronize)."""
+    own = np.zeros(len(records.names), np.bool_)
+    on_thread = records.tid == tid
+    for start_ns, end_ns in windows:
+        own |= on_thread & (records.start_ns >= start_ns) & (records.start_ns <= end_ns)
+    return select_rows(records, ~own)
+
+
 def _int_column(method, events) -> np.ndarray:
     return np.fromiter(map(method, events), np.int64, len(events))
 
