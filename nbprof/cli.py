@@ -113,6 +113,7 @@ def _diff(options) -> int:
 
 def _run(options, script_args: list[str]) -> int:
     from . import profile, save_html
+    from .overhead import describe_overhead
 
     script = pathlib.Path(options.script)
     if not script.is_file():
@@ -147,6 +148,8 @@ def _run(options, script_args: list[str]) -> int:
                      title=options.title or f"nbprof: {script.name}")
     print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
           "intervals)")
+    if overhead := describe_overhead(trace.meta.get("overhead")):
+        print(f"nbprof: {overhead}")
     if options.trace:
         written = expand_rank(options.trace, trace.meta)
         pathlib.Path(written).parent.mkdir(parents=True, exist_ok=True)  # out/ of many ranks

@@ -13,7 +13,7 @@ def overhead_meta(per_op_ns: float, op_count: int, block_ns: int) -> dict:
     per_op_ns = max(float(per_op_ns), 0.0)
     share = per_op_ns * op_count / block_ns if block_ns > 0 else 0.0
     return {"per_op_ns": round(per_op_ns, 1), "ops": int(op_count), "block_ns": int(block_ns),
-            "share": round(min(share, 1.0), 4)}
+            "share": round(min(share, 1.0), 6)}
 
 
 def describe_overhead(overhead: dict | None) -> str:
@@ -23,5 +23,5 @@ def describe_overhead(overhead: dict | None) -> str:
     per_op_us = overhead["per_op_ns"] / 1000
     per_op = f"{per_op_us:.1f} µs/op" if per_op_us >= 0.1 else f"{overhead['per_op_ns']:.0f} ns/op"
     share = overhead.get("share", 0.0) * 100
-    share_text = f"{share:.0f}%" if share >= 1 else ("<1%" if share > 0 else "0%")
-    return f"profiler overhead ≈ {per_op}, ~{share_text} of this cell"
+    share_text = f"~{share:.0f}%" if share >= 1 else ("<1%" if share > 0 else "0%")
+    return f"profiler overhead ≈ {per_op}, {share_text} of this cell"
