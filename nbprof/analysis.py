@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import KIND_OP, Trace
+from .events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
 
 SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cuda_time_total", "count",
              "cpu_time_avg", "self_cpu_time_avg", "cuda_time_avg", "name")
@@ -94,20 +94,36 @@ def _check_sort_key(sort_by: str) -> None:
         raise ValueError(f"cannot sort by {sort_by!r}: choose one of {', '.join(SORT_KEYS)}")
 
 
-def gpu_busy_ns(trace: Trace) -> int:
-    """Time each GPU stream had work, summed over streams. A plain sum of the intervals would count
-    twice what nests: a parent op's CUDA-event interval holds its children's, an annotation's GPU
-    span holds its kernels."""
+def gpu_busy_ns(trace: Trace, kinds=None) -> int:
+    """Time each GPU stream had work, summed over streams; ``kinds``: only the GPU intervals of
+    these kinds (GPU_KINDS indices). A plain sum of the intervals would count twice what nests: a
+    parent op's CUDA-event interval holds its children's, an annotation's GPU span holds its
+    kernels."""
     busy = 0
+    chosen = np.ones(len(trace.gpu_kind), np.bool_) if kinds is None else np.isin(trace.gpu_kind, kinds)
     lanes = trace.gpu_stream_keys()
-    for lane in np.unique(lanes):
-        rows = lanes == lane  # GPU rows are in start order, so each lane's are too
+    for lane in np.unique(lanes[chosen]):
+        rows = chosen & (lanes == lane)  # GPU rows are in start order, so each lane's are too
         starts, ends = trace.gpu_start_ns[rows], np.maximum.accumulate(trace.gpu_end_ns[rows])
         # a block of overlapping intervals starts where an interval begins after all before it ended
         new_block = np.concatenate(([True], starts[1:] > ends[:-1]))
         block_ends = np.concatenate((ends[np.flatnonzero(new_block)[1:] - 1], ends[-1:]))
         busy += int((block_ends - starts[new_block]).sum())
     return busy
+
+
+def busy_lines(trace: Trace) -> list[str]:
+    """GPU busy time, each from what measures it: the per-op CUDA-event intervals (which also hold
+    queueing and gaps between an op's kernels) apart from the kernels, memcpys and memsets."""
+    lines = []
+    if (trace.gpu_kind == KIND_OP).any():
+        lines.append("GPU busy (op events): "
+                     f"{format_us(gpu_busy_ns(trace, [KIND_OP]) / 1e3)} (per stream, summed)")
+    work = [KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET]
+    if np.isin(trace.gpu_kind, work).any():
+        lines.append("GPU busy (kernels): "
+                     f"{format_us(gpu_busy_ns(trace, work) / 1e3)} (per stream, summed)")
+    return lines
 
 
 def format_us(us: float) -> str:
@@ -176,8 +192,7 @@ def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
                       format_us(row.self_cpu_time_total), format_us(row.cpu_time_total),
                       format_us(row.cpu_time_avg), *gpu, str(row.count)])
     out = [*text_table(headers, cells, name_width), f"Self CPU time total: {format_us(total_cpu)}"]
-    if trace.has_gpu:
-        out.append(f"GPU busy time (per stream, summed): {format_us(gpu_busy_ns(trace) / 1e3)}")
+    out += busy_lines(trace)
     if both:
         from .gpu_agreement import FLAG_NOTE
 

@@ -108,3 +108,21 @@ def test_the_clock_and_agreement_modules_import_no_torch_bokeh_or_ipython():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_busy_time_and_lanes_say_what_measured_them():
+    from nbprof.timeline.lanes import build_lanes
+
+    trace = both_kinds()
+    text = trace.table()
+    # events: 60..601 on stream 0 (their union); kernels: 70..390, 405..445, 490..590 on stream 7
+    assert "GPU busy (op events): 0.541us" in text
+    assert "GPU busy (kernels): 0.460us" in text
+    # the CUDA events' lane names no stream: the legacy records do not say which it was
+    assert build_lanes(trace).labels == ["main (1)", "GPU 0 (op events)", "GPU 0 stream 7"]
+    events_only = Trace.build(start_ns=[0], end_ns=[10], thread=[0], name_id=[0],
+                              names=["aten::mm"], threads=[(1, 1, "main")], gpu_start_ns=[2],
+                              gpu_end_ns=[9], gpu_name_id=[0], gpu_device=[1], gpu_stream=[0],
+                              gpu_launch=[0], gpu_kind=[OP])
+    assert "GPU busy (kernels)" not in events_only.table()
+    assert build_lanes(events_only).labels == ["main (1)", "GPU 1 (op events)"]
