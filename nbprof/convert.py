@@ -19,6 +19,7 @@ import numpy as np
 
 from .events import KIND_OP, Thread, Trace
 from .gpu_clock import place_cuda_events
+from .own_cuda_calls import own_cuda_calls
 
 CPU_CATEGORIES = ("op", "user_annotation", "python_function")
 
@@ -69,6 +70,20 @@ def drop_profiler_frames(records):
     for row in own:
         keep &= ~((records.tid == records.tid[row]) & (records.start_ns >= records.start_ns[row])
                   & (records.end_ns <= records.end_ns[row]))
+    return keep_rows(records, keep)
+
+
+def drop_own_cuda_calls(records, *, event_times: dict, windows=()):
+    """``records`` without the profiler's own CUDA runtime calls (own_cuda_calls.py: the
+    legacy event stub's cudaEventRecord & co., everything inside nbprof's recorder calls), and
+    how many were dropped."""
+    own = own_cuda_calls(records.names, records.start_ns, records.tid, event_times=event_times,
+                         windows=windows)
+    return (keep_rows(records, ~own) if own.any() else records), int(own.sum())
+
+
+def keep_rows(records, keep: np.ndarray):
+    """:class:`CpuRecords` (or the like) with only the rows where ``keep``; sparse extras remapped."""
     new_row = np.cumsum(keep) - 1
 
     def remap(sparse):
