@@ -180,3 +180,26 @@ def test_rows_in_trace_follow_the_build_order_and_skip_dropped_rows():
     found = rows_in_trace(trace, [77, 77, 77, 77], starts + 1000, ends + 1000, 1000)
     assert [trace.names[trace.name_id[r]] for r in found[:3]] == ["x", "y", "z"]
     assert found[3] == -1
+
+
+def test_the_join_and_the_overhead_wording_import_no_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('torch', 'bokeh', 'IPython', 'ipywidgets'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import nbprof.match_events as m, nbprof.overhead as o\n"
+        "t = m.Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['x'],"
+        " threads=[(1, 1, 'main')])\n"
+        "g = m.with_gpu(t, start_ns=[1], end_ns=[4], names=['k'], device=[0], stream=[7],"
+        " launch=[0], kinds=['kernel'])\n"
+        "print(g.kernel(0).name, o.describe_overhead(o.overhead_meta(2100, 10, 10**6)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "k"
