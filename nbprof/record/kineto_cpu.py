@@ -36,16 +36,17 @@ _CPU = torch._C._autograd.DeviceType.CPU
 DEVICE_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 
 
-def device_kind(activity_type: str, name: str) -> str | None:
-    """nbprof's kind of a device-side Kineto row, None for one that is not GPU work."""
+def device_kind(activity_type: str, name: str, is_annotation: bool = False) -> str | None:
+    """nbprof's kind of a device-side Kineto row, None for one that is not GPU work.
+    ``activity_type`` is "" on a torch whose events do not say it (then the name tells)."""
     if activity_type in DEVICE_KINDS:
         return DEVICE_KINDS[activity_type]
-    if activity_type.endswith("annotation") or activity_type == "overhead":
+    if is_annotation or activity_type.endswith("annotation") or activity_type == "overhead":
         return None
-    for kind in ("memcpy", "memset", "kernel"):  # another spelling in some Kineto version
+    for kind in ("memcpy", "memset"):  # another spelling, or no activity type at all
         if kind in activity_type.lower() or name.lower().startswith(kind):
             return kind
-    return None
+    return "kernel" if not activity_type or "kernel" in activity_type.lower() else None
 
 
 class CpuRecords(NamedTuple):
@@ -164,14 +165,19 @@ def read_kineto_records(events, *, record_shapes=False, with_stack=False) -> Kin
     for small, os_tid in set(zip(map(kind.start_thread_id, cpu_events), cpu.tid.tolist())):
         os_tids.setdefault(int(small), int(os_tid))
     device_events, kinds = [], []
+    activity = getattr(kind, "activity_type", None)  # older torches lack these two
+    metadata_of = getattr(kind, "metadata_json", None)
+    annotation = getattr(kind, "is_user_annotation", None)
     for event, cpu_row in zip(events, on_cpu):
-        kind_of_row = None if cpu_row else device_kind(event.activity_type(), event.name())
+        kind_of_row = None if cpu_row else device_kind(
+            activity(event) if activity else "", event.name(),
+            bool(annotation(event)) if annotation else False)
         if kind_of_row:
             device_events.append(event)
             kinds.append(kind_of_row)
     args = {}
     for row, event in enumerate(device_events):
-        metadata = _metadata(event.metadata_json())
+        metadata = _metadata(metadata_of(event)) if metadata_of else {}
         kept = {key: metadata[key] for key in _KEPT_METADATA if key in metadata}
         if kept:
             args[row] = kept

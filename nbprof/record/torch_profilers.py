@@ -42,10 +42,12 @@ class HandOver:
         self._end_own_session = end_own_session
         self._originals: list = []
         self._lock = threading.Lock()
+        self.started = False
         self.taken_over = False
         self.flag_lost = False  # a torch profiler stopped inside without starting through us
 
     def start(self) -> None:
+        self.started = True
         autograd_profiler._set_is_profiler_enabled(True)
         for module, name in _START_POINTS:
             original = getattr(module, name)
@@ -76,6 +78,9 @@ class HandOver:
     def stop(self) -> bool:
         with self._lock:
             self._restore()
+            if not self.started:  # a start that failed before: the flag may be someone else's
+                return False
+            self.started = False
             if not self.taken_over:  # else the flag is the user's profiler's now
                 self.flag_lost = not autograd_profiler._is_profiler_enabled
                 autograd_profiler._set_is_profiler_enabled(False)

@@ -203,3 +203,17 @@ def test_the_join_and_the_overhead_wording_import_no_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "k"
+
+
+def test_device_rows_are_classified_by_activity_type_or_else_by_name():
+    from nbprof.record.kineto_cpu import device_kind
+
+    assert device_kind("kernel", "void gemm<...>") == "kernel"
+    assert device_kind("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)") == "memcpy"
+    assert device_kind("gpu_memset", "Memset (Device)") == "memset"
+    assert device_kind("gpu_user_annotation", "forward") is None
+    assert device_kind("overhead", "Instrumentation") is None
+    # a torch whose events name no activity type
+    assert device_kind("", "Memcpy DtoD (Device -> Device)") == "memcpy"
+    assert device_kind("", "ampere_sgemm_128x64_nn") == "kernel"
+    assert device_kind("", "forward", is_annotation=True) is None
