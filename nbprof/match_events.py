@@ -187,14 +187,17 @@ def unmatched_note(counts: dict) -> str | None:
             "interval.")
 
 
-def kernel_columns(devices, cpu_correlation: np.ndarray, cpu_rows: np.ndarray,
-                   base_time_ns: int) -> dict:
+def kernel_columns(devices, cpu_correlation: np.ndarray, cpu_linked: np.ndarray,
+                   cpu_rows: np.ndarray, base_time_ns: int) -> dict:
     """CUPTI's device rows as GPU columns; each launched by the trace row of the op whose
-    correlation id it carries (``cpu_correlation[i]`` belongs to trace row ``cpu_rows[i]``)."""
+    correlation id it carries (``cpu_correlation[i]`` belongs to trace row ``cpu_rows[i]``; only
+    ops count, ``cpu_linked[i] == 0``: a runtime call's own id is CUPTI's and may be the same
+    number as an op's, as torch's own parser also keeps apart)."""
     by_correlation = {}
-    for correlation, row in zip(np.asarray(cpu_correlation).tolist(),
-                                np.asarray(cpu_rows).tolist()):
-        if correlation > 0 and row >= 0:
+    is_op = np.asarray(cpu_linked) == 0
+    for correlation, row, op in zip(np.asarray(cpu_correlation).tolist(),
+                                    np.asarray(cpu_rows).tolist(), is_op.tolist()):
+        if op and correlation > 0 and row >= 0:
             by_correlation.setdefault(correlation, row)
     launch = np.asarray([by_correlation.get(correlation, NO_ID) for correlation in
                          np.asarray(devices.correlation).tolist()], np.int64)
@@ -273,7 +276,8 @@ def gpu_records_to_trace(records, *, anchor_name: str, base_time_ns: int, starti
     if len(kineto.devices.names):
         rows = rows_in_trace(cpu_trace, kineto.cpu.tid, kineto.cpu.start_ns, kineto.cpu.end_ns,
                              base_time_ns)
-        parts.append(kernel_columns(kineto.devices, kineto.correlation, rows, base_time_ns))
+        parts.append(kernel_columns(kineto.devices, kineto.correlation, kineto.linked, rows,
+                                    base_time_ns))
     if records.legacy_lists is None:
         error = getattr(records, "legacy_error", "")
         only = "" if len(kineto.devices.names) else " (none were recorded: CPU times only)"

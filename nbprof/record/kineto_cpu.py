@@ -80,7 +80,9 @@ class KinetoRecords(NamedTuple):
     """What a Kineto session with CUDA activities recorded."""
 
     cpu: CpuRecords
-    correlation: np.ndarray  # int64 per CPU row: the op's correlation id
+    correlation: np.ndarray  # int64 per CPU row: its correlation id (an op's own number space;
+    # a CUDA runtime call's is CUPTI's, a different space: the two may collide)
+    linked: np.ndarray  # int64 per CPU row: a runtime call's op (linked correlation), 0 for ops
     devices: DeviceRecords
     os_tids: dict  # torch's small profiler thread id -> OS thread id (legacy records use the former)
 
@@ -186,7 +188,8 @@ def read_kineto_records(events, *, record_shapes=False, with_stack=False) -> Kin
         _int_column(kind.end_ns, device_events), _int_column(kind.device_index, device_events),
         _int_column(kind.device_resource_id, device_events),
         _int_column(kind.linked_correlation_id, device_events), kinds, args)
-    return KinetoRecords(cpu, _int_column(kind.correlation_id, cpu_events), devices, os_tids)
+    return KinetoRecords(cpu, _int_column(kind.correlation_id, cpu_events),
+                         _int_column(kind.linked_correlation_id, cpu_events), devices, os_tids)
 
 
 def _int_column(method, events) -> np.ndarray:
