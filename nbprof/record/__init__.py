@@ -3,9 +3,13 @@
 Each backend turns torch on and off and hands back raw records (plain columns or torch's own record
 objects); :mod:`nbprof.convert` turns those into a :class:`nbprof.Trace`.
 
-- :mod:`.kineto_cpu`: Kineto's CPU profiling with every thread recorded (no GPU).
-- :mod:`.cuda_events`: the seed's mechanism, a CUDA event pair per op (legacy profiler,
-  ``ProfilerState.CUDA``), with the Kineto duration-only fallback where a torch lacks it.
+- :mod:`.kineto_cpu`: Kineto with every thread recorded (and CUPTI's kernels where asked).
+- :mod:`.cuda_events`: on a GPU, Kineto first and then the seed's mechanism, a CUDA event pair per
+  op (legacy profiler, ``ProfilerState.CUDA``), anchored on the devices in use; stopped in reverse.
+- :mod:`.cuda_graphs`: a CUDA graph capture pauses the event profiler; a replay is a range.
+- :mod:`.torch_profilers`: never inside a torch profiler; hands over to one started inside.
+- :mod:`.calibrate`: what one recorded op costs under the profilers that are on.
+- :mod:`.forks`: forked children (DataLoader workers) record and print nothing.
 - :mod:`.quiet`: keeps Kineto's USDT start/stop lines out of stderr (a notebook shows them red).
 - :mod:`.threads`: names of the OS threads that ran ops, including threads that ended early.
 - :mod:`.interrupts`: holds Ctrl-C back while torch's profiler is switched on or off.
