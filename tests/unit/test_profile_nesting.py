@@ -186,3 +186,22 @@ def test_nbprof_run_warns_on_stderr(tmp_path):
     assert child.returncode == 0, child.stderr
     assert "torch.profiler was started inside this block" in child.stderr
     assert "(0 CPU events" not in child.stdout  # was: "wrote ... (0 CPU events)", no word
+
+
+def test_a_torch_profiler_started_on_another_thread_inside_the_block_hands_over_too():
+    counted = {}
+
+    def users_thread():
+        with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as users:
+            torch.ones(3).mul(2)
+        counted["mul"] = count_named([event.name for event in users.events()], "aten::mul")
+
+    with pytest.warns(RuntimeWarning, match="torch.profiler was started inside this block"):
+        with nbprof.profile() as prof:
+            add_ones(3)
+            worker = threading.Thread(target=users_thread)
+            worker.start()
+            worker.join()
+    assert counted == {"mul": 1}
+    assert count_named([prof.trace.names[i] for i in prof.trace.name_id], "aten::add") == 3
+    assert not torch.autograd.profiler._is_profiler_enabled and not is_active()
