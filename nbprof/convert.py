@@ -203,6 +203,7 @@ class _LegacyRecords:
 
 # Ranges the recorder opens itself (anchors, warm-ups): never shown as the user's ops.
 PROFILER_RANGE_PREFIX = "nbprof::"
+LATE_ANCHOR_NS = 50_000  # an anchor error beyond this is worth a note (expected: a few us)
 
 
 def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int,
@@ -241,10 +242,15 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
     notes = meta["notes"] = list(meta["notes"])
     if clocks:
         meta["gpu_clock"] = clocks
-    single = sorted(device for device, clock in clocks.items() if clock["anchors"] < 2)
-    if single:
-        notes.append(f"GPU {', '.join(map(str, single))}: one anchor, so the GPU clock's drift "
+    unfitted = sorted(device for device, clock in clocks.items() if clock["drift_ppm"] is None)
+    if unfitted:
+        notes.append(f"GPU {', '.join(map(str, unfitted))}: one anchor, so the GPU clock's drift "
                      "against the CPU clock is not corrected (~tens of us per second).")
+    late = {device: clock["anchor_error_ns"] for device, clock in clocks.items()
+            if clock["anchor_error_ns"] > LATE_ANCHOR_NS}
+    for device, error_ns in late.items():
+        notes.append(f"GPU {device}: its anchor was {error_ns / 1e3:.1f} us late (the records "
+                     "prove it: events cannot complete before they are recorded); shifted.")
     if unmatched.any():
         notes.append(f"{int(unmatched.sum())} ops had not ended when profiling stopped: shown "
                      "with no length.")
