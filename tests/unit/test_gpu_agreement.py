@@ -126,3 +126,15 @@ def test_busy_time_and_lanes_say_what_measured_them():
                               gpu_launch=[0], gpu_kind=[OP])
     assert "GPU busy (kernels)" not in events_only.table()
     assert build_lanes(events_only).labels == ["main (1)", "GPU 1 (op events)"]
+
+
+def test_an_exported_and_reloaded_trace_keeps_the_cross_check_and_the_gpu_clock(tmp_path):
+    import nbprof
+
+    trace = both_kinds()
+    trace.meta["gpu_clock"] = {0: {"anchor_error_ns": 1_700, "drift_ppm": 12.5, "anchors": 2,
+                                   "span_ns": 10 ** 9}}
+    path = trace.export_chrome_trace(tmp_path / "both.json.gz")
+    loaded = nbprof.load(path)
+    assert records(loaded.gpu_agreement().ops) == records(trace.gpu_agreement().ops)
+    assert loaded.meta["gpu_clock"] == trace.meta["gpu_clock"]  # device keys stay ints
