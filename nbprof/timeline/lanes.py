@@ -91,7 +91,7 @@ def build_lanes(trace: Trace) -> Lanes:
         rank, device = own_devices.get(device, (None, device))
         if merged:
             rank_prefix = f"rank {rank}"
-        labels.append(f"{rank_prefix + ' · ' if merged else ''}GPU {device} stream {stream}")
+        labels.append(f"{rank_prefix + ' · ' if merged else ''}GPU {device} " + ("(op events)" if (trace.gpu_kind[trace.gpu_stream_keys() == key] == KIND_OP).all() else f"stream {stream}"))  # noqa: E501 (op events only: the legacy records name no stream)
         groups.append(" · ".join(filter(None, [rank_prefix, f"GPU {device}"])))
         lane_rank.append(-1 if rank is None else rank)
     is_gpu = np.arange(len(labels)) >= n_cpu_lanes
