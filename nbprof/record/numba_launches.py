@@ -115,7 +115,7 @@ class NumbaLaunchRecorder:
     def launches(self) -> list:
         """One tuple per launch: (tid, start_ns, end_ns, qualname, grid, block, stream handle,
         shared memory, argument signature, the caller's code object and its f_lasti, CUDA
-        event pair / TORCH_TIMED / None, error, numba's dispatcher or None in the simulator)."""
+        event pair / TORCH_TIMED / None, error, numba's dispatcher (the simulator: the function))."""
         fields = self._launch_fields
         signatures = list(self._signature_ids)
         rows = [tuple(fields[at:at + LAUNCH_FIELDS]) for at in range(0, len(fields), LAUNCH_FIELDS)]
@@ -249,7 +249,7 @@ class NumbaLaunchRecorder:
                     threading.get_native_id(), start_ns, end_ns, kernel.fn.__qualname__,
                     kernel.grid_dim, kernel.block_dim, int(kernel.stream or 0),
                     kernel.dynshared_size, signature_ids.setdefault(signature, len(signature_ids)),
-                    caller.f_code, caller.f_lasti, None, error, None))
+                    caller.f_code, caller.f_lasti, None, error, kernel.fn))
 
         return __call__
 
@@ -331,9 +331,8 @@ class NumbaLaunchRecorder:
                 "shared memory (bytes)": int(sharedmem or 0),
                 "arguments": ", ".join(map(argument_signature, arg_sigs)),
                 "launched at": source_location(code.co_filename, line_of(code, instruction))}
-        if dispatcher is not None:
-            function = dispatcher.py_func
-            args["function"] = f"{function.__module__}.{function.__qualname__}"
+        function = getattr(dispatcher, "py_func", dispatcher)  # the simulator keeps the function
+        args["function"] = f"{function.__module__}.{function.__qualname__}"  # for numba_names
         if error:
             args["raised"] = error
         names = entry_names(dispatcher)

@@ -603,3 +603,97 @@ def test_launches_timed_by_numbas_events_land_on_the_cpu_clock():
     assert gpu.interval.end_ns <= timed.cpu_interval.end_ns + latency + 1_000
     assert gpu.stream != 0 and not untimed.kernels
     assert any("1 numba launches could not be timed" in note for note in trace.meta["notes"])
+
+
+# -- CUPTI's kernel names back to launches: real names from numba-cuda's own compiler ----------
+
+MANGLE = """
+import json
+from numba import cuda, types
+from numba.cuda.compiler import compile_cuda  # typing and lowering: no GPU, no CUDA toolkit
+from kernels import numba_kernels as k
+
+def make_local():
+    @cuda.jit
+    def scale_ab(out):  # '_ab' reads as a hex escape: names are compared escaped
+        out[0] = 2
+    return scale_ab
+
+f32 = types.float32
+vector, matrix = f32[::1], f32[:, ::1]
+signatures = {"saxpy": (f32, vector, vector, vector), "tiled_matmul": (matrix,) * 3,
+              "block_sum": (vector, vector), "stencil_2d": (matrix, matrix)}
+kernels = {name: getattr(k, name) for name in signatures}
+kernels["local"], signatures["local"] = make_local(), (types.int64[::1],)
+names = {}
+for name, kernel in kernels.items():
+    compiled = compile_cuda(kernel.py_func, types.void, signatures[name], cc=(8, 0))
+    function = kernel.py_func
+    names[name] = [compiled.fndesc.mangled_name, f"{function.__module__}.{function.__qualname__}",
+                   function.__qualname__]
+print(json.dumps(names))
+"""
+
+
+@pytest.fixture(scope="module")
+def real_mangled_names():
+    """Each kernels/ kernel's entry name as numba-cuda 0.30.4 mangles it (real mode, in a child
+    process: this one runs the simulator), with its module-qualified name and qualname."""
+    import json
+
+    env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", MANGLE], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_numba_kernel_of_maps_real_mangled_names_to_their_launches(real_mangled_names):
+    from nbprof.record.numba_names import known_numba_launches, numba_kernel_of
+
+    names = real_mangled_names
+    assert names["saxpy"][0].startswith("_ZN7kernels13numba_kernels5saxpyB")
+    # What a profile's launches carry: the function always, entry names in real mode only.
+    by_function = known_numba_launches(
+        [(f"numba::{qualname}", {"function": function}) for _, function, qualname in names.values()]
+        + [("numba::compile saxpy", {"function": "kernels.numba_kernels.saxpy"})])
+    by_entry = known_numba_launches([("numba::saxpy", {"entry names": names["saxpy"][0]})])
+    for name, (mangled, _, qualname) in names.items():
+        assert numba_kernel_of(mangled, by_function) == f"numba::{qualname}", name
+    assert numba_kernel_of(names["saxpy"][0], by_entry) == "numba::saxpy"
+    assert numba_kernel_of(names["tiled_matmul"][0], by_entry) is None  # not launched
+    assert names["local"][2] == "make_local.<locals>.scale_ab"
+    # a kernel numba did not make, or a name that is no mangled name at all
+    for other in ("_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEEEEvi",
+                  "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>"
+                  ">(int, at::native::FillFunctor<float>)", "ampere_sgemm_128x64_nn", "_ZN7kern",
+                  ""):
+        assert numba_kernel_of(other, by_function) is None, other
+
+
+def test_numba_kernel_of_maps_kinetos_demangled_names(real_mangled_names):
+    """Kineto demangles CUPTI's names (abi::__cxa_demangle); c++filt demangles the same way."""
+    import shutil
+
+    from nbprof.record.numba_names import known_numba_launches, numba_kernel_of
+
+    if shutil.which("c++filt") is None:
+        pytest.skip("no c++filt to demangle with")
+    mangled = [mangled for mangled, _, _ in real_mangled_names.values()]
+    done = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True,
+                          timeout=60)
+    demangled = dict(zip(real_mangled_names, done.stdout.splitlines()))
+    assert demangled["saxpy"].startswith("kernels::numba_kernels::saxpy[abi:v")
+    known = known_numba_launches([(f"numba::{qualname}", {"function": function})
+                                  for _, function, qualname in real_mangled_names.values()])
+    for name, (_, _, qualname) in real_mangled_names.items():
+        assert numba_kernel_of(demangled[name], known) == f"numba::{qualname}", demangled[name]
+
+
+@simulator
+def test_a_simulated_launch_names_its_function_for_the_kernel_mapping():
+    with nbprof.profile() as prof:
+        numba_kernels.run_saxpy()
+    (launch,) = numba_events(prof.trace)
+    assert launch.args["function"] == "kernels.numba_kernels.saxpy"
