@@ -23,7 +23,7 @@ $(CHROMIUM):
 chromium: $(CHROMIUM)
 
 demo: $(STAMP)
-	$(VENV)/bin/nbprof run kernels/train_mlp.py -o out/demo.html --trace out/demo.json.gz --table
+	$(VENV)/bin/nbprof run -o out/demo.html --trace out/demo.json.gz --table kernels/train_mlp.py
 
 # Two ranks of a DDP job (gloo on the CPU), each profiled, merged into one page and summarised.
 demo-ddp: $(STAMP)

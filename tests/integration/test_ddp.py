@@ -24,8 +24,8 @@ def job(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "nbprof.cli", "run",
-         str(ROOT / "kernels" / "ddp_mlp.py"), "-o", str(out / "page.rank{rank}.html"),
-         "--trace", str(out / "traces" / "step.rank{rank}.json.gz"), "--",
+         "-o", str(out / "page.rank{rank}.html"), "--trace",
+         str(out / "traces" / "step.rank{rank}.json.gz"), str(ROOT / "kernels" / "ddp_mlp.py"),
          "--steps", "3", "--slow-rank", "1"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
