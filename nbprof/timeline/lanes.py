@@ -158,9 +158,12 @@ def build_lanes(trace: Trace) -> Lanes:
         if merged:
             rank_prefix = f"rank {rank}"
         # A lane of per-op CUDA-event intervals only: the legacy records name no stream.
-        where = "(op events)" if op_events_only[key_index] else f"stream {stream}"
-        labels.append(f"{rank_prefix + ' · ' if merged else ''}GPU {device} {where}")
-        short.append(f"GPU {device} · {where}" if not op_events_only[key_index] else f"GPU {device} {where}")
+        if op_events_only[key_index]:
+            full, brief = f"GPU {device} (op events)", f"GPU {device} (op events)"
+        else:
+            full, brief = f"GPU {device} stream {stream}", f"GPU {device} · stream {stream}"
+        labels.append(f"{rank_prefix + ' · ' if merged else ''}{full}")
+        short.append(brief)
         groups.append(" · ".join(filter(None, [rank_prefix, f"GPU {device}"])))
         lane_rank.append(-1 if rank is None else rank)
     is_gpu = np.arange(len(labels)) >= n_cpu_lanes
