@@ -73,6 +73,10 @@ def run(options, script_args: list[str]) -> int:
         print(f"nbprof: interrupted again: not written: {', '.join(left)} (no half file left)"
               + (f"; written: {', '.join(done)}" if done else ""), file=sys.stderr)
         return 130
+    from .overhead import describe_overhead
+
+    if overhead := describe_overhead(trace.meta.get("overhead")):
+        print(f"nbprof: {overhead}")
     if options.table:
         print(trace.table())
     return exit_code if written_ok or exit_code else 1
