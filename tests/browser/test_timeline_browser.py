@@ -130,6 +130,20 @@ def test_hovering_a_kernel_shows_its_name(browser, alexnet, artifacts):
     page.close()
 
 
+def test_tooltip_and_bar_names_show_hostile_text_as_text(browser, tmp_path):
+    hostile = '"><img src=x onerror="window.pwned=1">'
+    trace = Trace.build(start_ns=[0], end_ns=[1000], thread=[0], name_id=[0], names=[hostile],
+                        threads=[(1, 1, hostile)])
+    page = open_page(browser, save_html(trace, tmp_path / "hostile.html"))
+    assert page.evaluate("() => [...nb('nbprof_labels').data.text]") == [hostile]  # canvas text
+    x, y = page.evaluate("nbScreen(500, 0.5)")
+    page.mouse.move(x - 5, y)
+    page.mouse.move(x, y)
+    page.get_by_text(hostile, exact=True).first.wait_for(state="visible", timeout=5000)
+    assert page.evaluate("window.pwned") is None
+    page.close()
+
+
 def test_the_tooltip_has_no_empty_rows(browser, tmp_path, artifacts):
     trace = Trace.build(start_ns=[0], end_ns=[1000], thread=[0], name_id=[0], names=["plain op"],
                         threads=[(1, 1, "main")])
