@@ -130,8 +130,8 @@ class NumbaLaunchRecorder:
     def start(self) -> None:
         try:
             from numba import cuda
-        except ImportError as error:
-            self.notes.append(NOTE_NO_NUMBA.format(error=error))
+        except Exception as error:  # noqa: BLE001  (not installed, or a broken CUDA binding)
+            self.notes.append(NOTE_NO_NUMBA.format(error=f"{type(error).__name__}: {error}"))
             return
         config, self._events, self._lock_event = _numba_cuda_config_and_events()
         self.simulator = bool(config.ENABLE_CUDASIM)
