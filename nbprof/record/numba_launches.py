@@ -173,7 +173,12 @@ class NumbaLaunchRecorder:
             why = self.no_gpu_reason if not self.want_gpu else "numba.cuda sees no GPU"
             self._launch_notes.append(NOTE_NO_GPU_TIMES.format(why=why))
             return
-        self._clock = NumbaEventClock(cuda)
+        try:
+            self._clock = NumbaEventClock(cuda)
+        except Exception as error:  # noqa: BLE001  (a broken context: the slices still come)
+            why = f"numba's CUDA events failed: {type(error).__name__}: {error}"
+            self._launch_notes.append(NOTE_NO_GPU_TIMES.format(why=why))
+            return
         self.device = self._clock.device
         torch = sys.modules.get("torch")
         if torch is not None and _legacy_profiler_on(torch):

@@ -718,3 +718,23 @@ def test_a_simulated_launch_names_its_function_for_the_kernel_mapping():
         numba_kernels.run_saxpy()
     (launch,) = numba_events(prof.trace)
     assert launch.args["function"] == "kernels.numba_kernels.saxpy"
+
+
+def test_gpu_timing_that_cannot_start_leaves_cpu_slices_and_a_note():
+    """numba sees a GPU but its context is broken (cuEventCreate fails): the launches are still
+    recorded, untimed, and the notes say why."""
+    device = FakeDevice()
+
+    def broken_event(timing=True):
+        raise CudaAPIError(201, "CUDA_ERROR_INVALID_CONTEXT")
+
+    device.event, device.is_available = broken_event, lambda: True
+    recorder = NumbaLaunchRecorder(gpu=True)
+    recorder._start_gpu_timing(device)
+    wrapped = recorder._launch_wrapper(lambda launch_config, *args: None)
+    wrapped(FakeLaunch(0))
+    trace = recorder.add_to(Trace.empty({"base_time_ns": time.time_ns(), "notes": []}))
+    (launch,) = numba_events(trace)
+    assert not launch.kernels
+    assert any("CPU slices only (numba's CUDA events failed: CudaAPIError" in note
+               for note in trace.meta["notes"]), trace.meta["notes"]
