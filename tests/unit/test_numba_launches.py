@@ -738,3 +738,15 @@ def test_gpu_timing_that_cannot_start_leaves_cpu_slices_and_a_note():
     assert not launch.kernels
     assert any("CPU slices only (numba's CUDA events failed: CudaAPIError" in note
                for note in trace.meta["notes"]), trace.meta["notes"]
+
+
+def test_a_torch_timed_launch_missing_from_torchs_records_keeps_its_slice():
+    fake = FakeTorch()
+    recorder = NumbaLaunchRecorder(gpu=True)
+    recorder.torch_timing = TorchLaunchTiming(fake, device=0, per_thread_default=False)
+    recorder._launch_wrapper(lambda launch_config, *args: None)(FakeLaunch(USER_STREAM))
+    trace = recorder.add_to(Trace.empty({"base_time_ns": time.time_ns(), "notes": []}))
+    (launch,) = numba_events(trace)
+    assert launch.args["stream"] == hex(USER_STREAM) and not launch.kernels
+    assert any("1 numba launches timed by torch's profiler are missing" in note
+               for note in trace.meta["notes"])
