@@ -750,3 +750,41 @@ def test_a_torch_timed_launch_missing_from_torchs_records_keeps_its_slice():
     assert launch.args["stream"] == hex(USER_STREAM) and not launch.kernels
     assert any("1 numba launches timed by torch's profiler are missing" in note
                for note in trace.meta["notes"])
+
+
+def test_real_legacy_records_of_torch_timed_launches_become_their_slices():
+    """torch's real legacy profiler (its CPU state: this torch has no CUDA) records the real
+    _RecordFunctionFast around each launch; legacy_records_to_trace converts them and add_to
+    finds each launch's op on the CPU clock (torch's times against time.time_ns, within 1 us).
+    A launch on a stream this torch cannot wrap (ExternalStream raises) keeps its own slice."""
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.autograd import ProfilerConfig, ProfilerState
+
+    from nbprof.convert import legacy_records_to_trace
+
+    recorder = NumbaLaunchRecorder(gpu=True)
+    timing = recorder.torch_timing = TorchLaunchTiming(torch, device=0, per_thread_default=False)
+    timing._current_handle = lambda device: 0  # torch's current stream: its default (no CUDA here)
+    wrapped = recorder._launch_wrapper(lambda launch_config, *args: torch.ones(4) + 1)
+    base_ns = time.time_ns()
+    torch._C._autograd._enable_profiler_legacy(ProfilerConfig(
+        ProfilerState.CPU, False, False, False, False, False, _ExperimentalConfig()))
+    try:
+        for _ in range(3):
+            wrapped(FakeLaunch(0))
+        wrapped(FakeLaunch(USER_STREAM))  # torch.cuda.ExternalStream: "compiled without CUDA"
+    finally:
+        thread_lists = torch._C._autograd._disable_profiler_legacy()
+    starting = nbprof.Thread(os.getpid(), threading.get_native_id(), "MainThread")
+    trace = legacy_records_to_trace(thread_lists, anchor_name="nbprof::no_anchor",
+                                    base_time_ns=base_ns, starting_thread=starting,
+                                    meta={"notes": []})
+    trace = recorder.add_to(trace)
+    saxpys = numba_events(trace, "numba::saxpy")
+    assert len(saxpys) == 4, saxpys
+    assert [event.args["stream"] for event in saxpys] == ["default"] * 3 + [hex(USER_STREAM)]
+    assert all(event.args["grid"] == "(4, 1, 1)" for event in saxpys)
+    for launch in saxpys[:3]:  # the ops torch recorded: the torch op inside each is its child
+        children = {event.name for event in trace.events if event.parent == launch.id}
+        assert {"aten::ones", "aten::add"} <= children, children
+    assert not any("missing from its records" in note for note in trace.meta["notes"])
