@@ -314,8 +314,8 @@ def test_nbprof_run_records_a_scripts_kernels_and_exports_them(tmp_path):
 
     page, exported = tmp_path / "run.html", tmp_path / "run.json.gz"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    done = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", module.__file__, "-o",
-                           str(page), "--trace", str(exported)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", "-o", str(page), "--trace",
+                           str(exported), module.__file__], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     loaded = nbprof.load(exported)
