@@ -10,7 +10,8 @@ Figures printed:
    (``NUMBA_ENABLE_CUDASIM=1``, set here when there is no GPU) a launch runs a Python thread per
    CUDA thread, so its cost dwarfs the recording and the figure is noisy;
 2. the recording alone: nbprof's real-mode launch wrapper around a launch that does nothing
-   (numba's own work excluded; no CUDA events, which a GPU adds), the part nbprof adds per launch.
+   (numba's own work excluded; no CUDA events, which a GPU adds), the part nbprof adds per launch;
+3. the same with torch's record_function under the legacy profiler (the launching thread's path).
 
 On a GPU the launching thread is recorded by torch's legacy profiler, so its launches are timed
 by a record_function on their stream; a worker thread's by numba's own event pair: figure 1 is
@@ -120,6 +121,47 @@ def recording_alone(launches: int, rounds: int) -> tuple[float, float]:
     return statistics.median(bare), statistics.median(recorded)
 
 
+def recording_with_torch(launches: int, rounds: int) -> tuple[float, float]:
+    """The launching thread's path: the wrapper with torch's real ``_RecordFunctionFast`` while
+    torch's legacy profiler records the thread. Its CPU state here (no CUDA events: a GPU adds a
+    cudaEventRecord at each end of the record_function); without CUDA, torch's current-stream
+    query is replaced by the default stream's handle."""
+    import torch
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.autograd import ProfilerConfig, ProfilerState
+
+    from nbprof.record.numba_gpu import TorchLaunchTiming
+
+    def original(launch_config, *args):
+        return None
+
+    recorder = NumbaLaunchRecorder(gpu=False)
+    timing = recorder.torch_timing = TorchLaunchTiming(torch, device=0, per_thread_default=False)
+    if not torch.cuda.is_available():
+        timing._current_handle = lambda device: 0
+    wrapped = recorder._launch_wrapper(original)
+    config = _DoNothingLaunch()
+    args = (np.float32(2), np.ones(4, np.float32), np.ones(4, np.float32), np.ones(4, np.float32))
+    state = ProfilerState.CUDA if torch.cuda.is_available() else ProfilerState.CPU
+    bare, recorded = [], []
+    for _ in range(rounds):
+        start = time.process_time()
+        for _ in range(launches):
+            original(config, *args)
+        bare.append((time.process_time() - start) / launches)
+        recorder.clear()
+        torch._C._autograd._enable_profiler_legacy(
+            ProfilerConfig(state, False, False, False, False, False, _ExperimentalConfig()))
+        try:
+            start = time.process_time()
+            for _ in range(launches):
+                wrapped(config, *args)
+            recorded.append((time.process_time() - start) / launches)
+        finally:
+            torch._C._autograd._disable_profiler_legacy()
+    return statistics.median(bare), statistics.median(recorded)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true",
@@ -149,6 +191,10 @@ def main() -> None:
     print("2. the recording alone (nbprof's real-mode wrapper around a launch that does nothing,"
           " 4 arguments, no CUDA events)")
     print(f"   added          {(recorded - bare) * 1e6:+10.2f} us per launch")
+    bare, with_torch = recording_with_torch(50_000, options.rounds)
+    print("3. the same with torch's record_function (the launching thread's path; legacy "
+          "profiler on, " + ("CUDA events)" if not SIMULATOR else "CPU state: no CUDA events)"))
+    print(f"   added          {(with_torch - bare) * 1e6:+10.2f} us per launch")
 
 
 if __name__ == "__main__":

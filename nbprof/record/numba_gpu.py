@@ -157,3 +157,24 @@ def match_launches_to_ops(launch_start_ns, launch_end_ns, op_start_ns, op_end_ns
                 break
             position += 1
     return matched
+
+
+def record_function_ops(trace, timed: dict) -> dict:
+    """{launch: row in ``trace`` of its record_function's op} for ``timed``, {launch: (slice
+    name, start_ns, end_ns)} of the launches torch's profiler timed; a launch whose op is missing
+    is left out."""
+    by_name: dict = {}
+    for launch, (name, start_ns, end_ns) in timed.items():
+        by_name.setdefault(name, []).append((launch, start_ns, end_ns))
+    name_ids = {name: index for index, name in enumerate(trace.names)}
+    found = {}
+    for name, launches in by_name.items():
+        if name not in name_ids:
+            continue
+        ops = np.flatnonzero(trace.name_id == name_ids[name])
+        matched = match_launches_to_ops([start for _, start, _ in launches],
+                                        [end for _, _, end in launches],
+                                        trace.start_ns[ops], trace.end_ns[ops])
+        found.update({launch: int(ops[op]) for (launch, _, _), op in zip(launches, matched.tolist())
+                      if op >= 0})
+    return found

@@ -30,7 +30,7 @@ from time import time_ns
 import numpy as np
 
 from ..events import Trace
-from .numba_gpu import NumbaEventClock, TorchLaunchTiming, match_launches_to_ops
+from .numba_gpu import NumbaEventClock, TorchLaunchTiming, record_function_ops
 from .numba_rows import (NewRows, argument_signature, dim3, entry_names, line_of, raw_argument,
                          source_location)
 
@@ -130,8 +130,8 @@ class NumbaLaunchRecorder:
     def start(self) -> None:
         try:
             from numba import cuda
-        except ImportError as error:
-            self.notes.append(NOTE_NO_NUMBA.format(error=error))
+        except Exception as error:  # noqa: BLE001  (not installed, or a broken CUDA binding)
+            self.notes.append(NOTE_NO_NUMBA.format(error=f"{type(error).__name__}: {error}"))
             return
         config, self._events, self._lock_event = _numba_cuda_config_and_events()
         self.simulator = bool(config.ENABLE_CUDASIM)
@@ -173,7 +173,12 @@ class NumbaLaunchRecorder:
             why = self.no_gpu_reason if not self.want_gpu else "numba.cuda sees no GPU"
             self._launch_notes.append(NOTE_NO_GPU_TIMES.format(why=why))
             return
-        self._clock = NumbaEventClock(cuda)
+        try:
+            self._clock = NumbaEventClock(cuda)
+        except Exception as error:  # noqa: BLE001  (a broken context: the slices still come)
+            why = f"numba's CUDA events failed: {type(error).__name__}: {error}"
+            self._launch_notes.append(NOTE_NO_GPU_TIMES.format(why=why))
+            return
         self.device = self._clock.device
         torch = sys.modules.get("torch")
         if torch is not None and _legacy_profiler_on(torch):
@@ -302,7 +307,10 @@ class NumbaLaunchRecorder:
         rows = NewRows(trace, meta.get("pid"), known_names or {}, self.device)
         base = int(meta.get("base_time_ns", 0))
         launches = self.launches
-        op_rows = _torch_ops_of(trace, launches, base)
+        timed = {index: (NAME_PREFIX + launch[3], launch[1] - base, launch[2] - base)
+                 for index, launch in enumerate(launches) if launch[11] == TORCH_TIMED}
+        op_of = record_function_ops(trace, timed)
+        op_rows = [op_of.get(index, -1) for index in range(len(launches))]
         compile_ends = _compile_ends(self.compiles)
         unmatched = 0
         for launch, op_row in zip(launches, op_rows):
@@ -387,24 +395,3 @@ def _compile_ends(compiles) -> dict:
     for tid, _start_ns, end_ns, _qualname in compiles:
         ends.setdefault(tid, []).append(end_ns)
     return ends
-
-
-def _torch_ops_of(trace: Trace, launches, base_ns: int) -> list:
-    """For each launch, the row of its record_function's op in ``trace`` (a torch-timed launch),
-    else -1."""
-    matched = [-1] * len(launches)
-    by_name: dict = {}
-    for index, launch in enumerate(launches):
-        if launch[11] == TORCH_TIMED:
-            by_name.setdefault(NAME_PREFIX + launch[3], []).append(index)
-    name_ids = {name: index for index, name in enumerate(trace.names)}
-    for name, indices in by_name.items():
-        if name not in name_ids:
-            continue
-        ops = np.flatnonzero(trace.name_id == name_ids[name])
-        found = match_launches_to_ops(
-            [launches[i][1] - base_ns for i in indices], [launches[i][2] - base_ns for i in indices],
-            trace.start_ns[ops], trace.end_ns[ops])
-        for index, op in zip(indices, found.tolist()):
-            matched[index] = int(ops[op]) if op >= 0 else -1
-    return matched

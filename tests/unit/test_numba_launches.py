@@ -222,9 +222,30 @@ print("ok")
 """
 
 
-def test_profile_works_without_numba_cuda():
+BROKEN_NUMBA = """
+import sys
+
+class BrokenBinding:  # numba-cuda installed, but its CUDA binding fails as it is imported
+    def find_spec(self, name, path=None, target=None):
+        if name == "numba.cuda":
+            raise RuntimeError("cuda-bindings 12.x does not match the driver")
+
+sys.meta_path.insert(0, BrokenBinding())
+import torch, nbprof
+with nbprof.profile() as prof:
+    torch.ones(3) + 1
+notes = prof.trace.meta["notes"]
+assert any("not recorded: numba.cuda cannot be imported (RuntimeError: cuda-bindings" in note
+           for note in notes), notes
+assert any(event.name == "aten::add" for event in prof.trace.events)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("script", [NO_NUMBA, BROKEN_NUMBA], ids=["not installed", "broken"])
+def test_profile_works_without_numba_cuda(script):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    done = subprocess.run([sys.executable, "-c", NO_NUMBA], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
@@ -697,3 +718,73 @@ def test_a_simulated_launch_names_its_function_for_the_kernel_mapping():
         numba_kernels.run_saxpy()
     (launch,) = numba_events(prof.trace)
     assert launch.args["function"] == "kernels.numba_kernels.saxpy"
+
+
+def test_gpu_timing_that_cannot_start_leaves_cpu_slices_and_a_note():
+    """numba sees a GPU but its context is broken (cuEventCreate fails): the launches are still
+    recorded, untimed, and the notes say why."""
+    device = FakeDevice()
+
+    def broken_event(timing=True):
+        raise CudaAPIError(201, "CUDA_ERROR_INVALID_CONTEXT")
+
+    device.event, device.is_available = broken_event, lambda: True
+    recorder = NumbaLaunchRecorder(gpu=True)
+    recorder._start_gpu_timing(device)
+    wrapped = recorder._launch_wrapper(lambda launch_config, *args: None)
+    wrapped(FakeLaunch(0))
+    trace = recorder.add_to(Trace.empty({"base_time_ns": time.time_ns(), "notes": []}))
+    (launch,) = numba_events(trace)
+    assert not launch.kernels
+    assert any("CPU slices only (numba's CUDA events failed: CudaAPIError" in note
+               for note in trace.meta["notes"]), trace.meta["notes"]
+
+
+def test_a_torch_timed_launch_missing_from_torchs_records_keeps_its_slice():
+    fake = FakeTorch()
+    recorder = NumbaLaunchRecorder(gpu=True)
+    recorder.torch_timing = TorchLaunchTiming(fake, device=0, per_thread_default=False)
+    recorder._launch_wrapper(lambda launch_config, *args: None)(FakeLaunch(USER_STREAM))
+    trace = recorder.add_to(Trace.empty({"base_time_ns": time.time_ns(), "notes": []}))
+    (launch,) = numba_events(trace)
+    assert launch.args["stream"] == hex(USER_STREAM) and not launch.kernels
+    assert any("1 numba launches timed by torch's profiler are missing" in note
+               for note in trace.meta["notes"])
+
+
+def test_real_legacy_records_of_torch_timed_launches_become_their_slices():
+    """torch's real legacy profiler (its CPU state: this torch has no CUDA) records the real
+    _RecordFunctionFast around each launch; legacy_records_to_trace converts them and add_to
+    finds each launch's op on the CPU clock (torch's times against time.time_ns, within 1 us).
+    A launch on a stream this torch cannot wrap (ExternalStream raises) keeps its own slice."""
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.autograd import ProfilerConfig, ProfilerState
+
+    from nbprof.convert import legacy_records_to_trace
+
+    recorder = NumbaLaunchRecorder(gpu=True)
+    timing = recorder.torch_timing = TorchLaunchTiming(torch, device=0, per_thread_default=False)
+    timing._current_handle = lambda device: 0  # torch's current stream: its default (no CUDA here)
+    wrapped = recorder._launch_wrapper(lambda launch_config, *args: torch.ones(4) + 1)
+    base_ns = time.time_ns()
+    torch._C._autograd._enable_profiler_legacy(ProfilerConfig(
+        ProfilerState.CPU, False, False, False, False, False, _ExperimentalConfig()))
+    try:
+        for _ in range(3):
+            wrapped(FakeLaunch(0))
+        wrapped(FakeLaunch(USER_STREAM))  # torch.cuda.ExternalStream: "compiled without CUDA"
+    finally:
+        thread_lists = torch._C._autograd._disable_profiler_legacy()
+    starting = nbprof.Thread(os.getpid(), threading.get_native_id(), "MainThread")
+    trace = legacy_records_to_trace(thread_lists, anchor_name="nbprof::no_anchor",
+                                    base_time_ns=base_ns, starting_thread=starting,
+                                    meta={"notes": []})
+    trace = recorder.add_to(trace)
+    saxpys = numba_events(trace, "numba::saxpy")
+    assert len(saxpys) == 4, saxpys
+    assert [event.args["stream"] for event in saxpys] == ["default"] * 3 + [hex(USER_STREAM)]
+    assert all(event.args["grid"] == "(4, 1, 1)" for event in saxpys)
+    for launch in saxpys[:3]:  # the ops torch recorded: the torch op inside each is its child
+        children = {event.name for event in trace.events if event.parent == launch.id}
+        assert {"aten::ones", "aten::add"} <= children, children
+    assert not any("missing from its records" in note for note in trace.meta["notes"])
