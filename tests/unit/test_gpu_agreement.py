@@ -133,7 +133,7 @@ def test_an_exported_and_reloaded_trace_keeps_the_cross_check_and_the_gpu_clock(
 
     trace = both_kinds()
     trace.meta["gpu_clock"] = {0: {"anchor_error_ns": 1_700, "drift_ppm": 12.5, "anchors": 2,
-                                   "span_ns": 10 ** 9}}
+                                   "span_ns": 10 ** 9, "untimed_events": 0}}
     path = trace.export_chrome_trace(tmp_path / "both.json.gz")
     loaded = nbprof.load(path)
     assert records(loaded.gpu_agreement().ops) == records(trace.gpu_agreement().ops)
