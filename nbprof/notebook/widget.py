@@ -16,6 +16,7 @@ from ..analysis import printable
 from .details import details_html, gpu_details_html, timeline_origin_ns
 from .overview import add_answer_panes
 from ..events import Trace
+from ..overhead import describe_overhead
 from .search import events_named, find_events, gpu_launched_by
 from .lane_filter import LaneFilter
 from .summary_table import SummaryTable
@@ -94,8 +95,10 @@ class TraceWidget(ipywidgets.VBox):
 
         restarted = ipywidgets.HTML(f"<span>{html_text(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
+        overhead = describe_overhead(trace.meta.get("overhead"))  # "profiler overhead ≈ ..."
         header = [ipywidgets.HTML(_STYLE), restarted] + (
-            [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else [])
+            [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else []) + (
+            [ipywidgets.HTML(html_text(overhead))] if overhead else [])
         self.body = ipywidgets.VBox([self._toolbar, self._filters, self.host, panes,
                                      self.export])
         # Collapsed under a failed cell's traceback: the error reads first, one click shows the rest.
