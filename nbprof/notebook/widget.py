@@ -13,7 +13,8 @@ import ipywidgets
 import numpy as np
 
 from ..analysis import printable
-from .details import details_html, gpu_details_html, timeline_origin_ns
+from .details import timeline_origin_ns
+from .details_pane import STYLE as DETAILS_STYLE, DetailsPane
 from .overview import add_answer_panes
 from ..events import Trace
 from .search import events_named, find_events, gpu_launched_by
@@ -32,6 +33,7 @@ _STYLE = ("<style>.nbprof-export { width: auto; flex: 0 0 auto; } "
           ".nbprof-widget.jupyter-widgets-disconnected::before { display: none; } "
           ".jupyter-widgets-disconnected .nbprof-live { opacity: 0.4; pointer-events: none; }</style>")
 RESTARTED = "kernel restarted: re-run the cell to search and export"
+MIN_ZOOM_NS = 2_000  # zooming onto a 50 ns event shows 2 µs around it, not a blur of one bar
 
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
@@ -77,8 +79,7 @@ class TraceWidget(ipywidgets.VBox):
         self._origin_ns = timeline_origin_ns(trace)
 
         self._make_controls()
-        self.details = ipywidgets.HTML(details_html(trace, None))
-        self.details.add_class("nbprof-details")
+        self.details = DetailsPane(trace, self.jump_to)
         self.summary = SummaryTable(trace, sort_by, self.show_op)
         self.export = ExportPanel(trace, name, export_dir)
         panes = self._make_panes()
@@ -90,11 +91,15 @@ class TraceWidget(ipywidgets.VBox):
         self.min_duration.observe(self._filter_changed, names="value")
         self.timeline.selection.on_change("data", self._selection_changed)
         for end in ("start", "end"):  # a zoom or pan changes how many matches are in view
-            self.timeline.plot.x_range.on_change(end, lambda _attr, _old, _new: self._view_moved())
+            self.timeline.plot.x_range.on_change(end, lambda _attr, _old, _new: self._show_count())
+        # The timeline's area selection (drag with a modifier), where the timeline has one.
+        area = getattr(self.timeline, "area_selection", None)
+        if area is not None:
+            area.on_change("data", lambda _attr, _old, new: self._area_changed(new))
 
         restarted = ipywidgets.HTML(f"<span>{html_text(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
-        header = [ipywidgets.HTML(_STYLE), restarted] + (
+        header = [ipywidgets.HTML(_STYLE + DETAILS_STYLE), restarted] + (
             [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else [])
         self.body = ipywidgets.VBox([self._toolbar, self._filters, self.host, panes,
                                      self.export])
@@ -170,9 +175,10 @@ class TraceWidget(ipywidgets.VBox):
                    + np.count_nonzero((trace.gpu_start_ns[gpu] < high) & (trace.gpu_end_ns[gpu] > low)))
 
     def _show_count(self) -> None:
-        """The search message, with how many of the matches are in view when some are."""
-        message = self._count_message
-        if len(self._matches) + len(self._gpu_matches):
+        """The search message, or "k of n" while stepping, with how many matches are in view."""
+        total = len(self._matches) + len(self._gpu_matches)
+        message = f"{self._match_index + 1} of {total:,}" if self._match_index >= 0 else self._count_message
+        if total:
             message += f" · {self.in_view():,} in view"
         self.match_count.value = html_text(message)
 
@@ -192,7 +198,8 @@ class TraceWidget(ipywidgets.VBox):
         self._match_index = -1
 
     def step_match(self, step: int) -> None:
-        """Select the next (or previous) match, CPU event or GPU interval, in time order."""
+        """Select the next (or previous) match, CPU event or GPU interval, in time order, and bring
+        it into view; one already in view is zoomed to (at full zoom it hides in merged blocks)."""
         total = len(self._matches) + len(self._gpu_matches)
         if not total:
             return
@@ -204,33 +211,55 @@ class TraceWidget(ipywidgets.VBox):
         k = int(self._match_order[self._match_index])
         if k < len(self._matches):
             kind, row = "cpu", int(self._matches[k])
-            start, end = self.trace.start_ns[row], self.trace.end_ns[row]
         else:
             kind, row = "gpu", int(self._gpu_matches[k - len(self._matches)])
-            start, end = self.trace.gpu_start_ns[row], self.trace.gpu_end_ns[row]
+        start, end = self._interval(row, kind)
         self.timeline.select(row, kind=kind)
-        self._bring_into_view(int(start), int(end))
+        if self._is_in_view(start, end):
+            self.zoom_to(start, end)
+        else:
+            self._pan_to(start, end)
         # The selection's on_change shows the details too, but not when the same match is stepped
         # to again (no change): and the user may have switched to another pane since.
         self._show_details(row, kind)
-        self.match_count.value = html_text(f"{self._match_index + 1} of {total:,}")
+        self._show_count()
 
-    def _bring_into_view(self, start_ns: int, end_ns: int) -> None:
+    def jump_to(self, row: int, kind: str = "cpu") -> None:
+        """A link in the details pane: select that event and zoom to it."""
+        self.timeline.select(row, kind=kind)
+        self._show_details(row, kind)
+        self.zoom_to(*self._interval(row, kind))
+
+    def _interval(self, row: int, kind: str) -> tuple[int, int]:
+        trace = self.trace
+        if kind == "gpu":
+            return int(trace.gpu_start_ns[row]), int(trace.gpu_end_ns[row])
+        return int(trace.start_ns[row]), int(trace.end_ns[row])
+
+    def _is_in_view(self, start_ns: int, end_ns: int) -> bool:
+        x_range = self.timeline.plot.x_range
+        return (start_ns - self._origin_ns < x_range.end) and (end_ns - self._origin_ns > x_range.start)
+
+    def zoom_to(self, start_ns: int, end_ns: int) -> None:
+        """Zoom the timeline onto an event (the trace's own times): the timeline's own
+        ``bring_into_view`` where it has one, else a view three times the event's width."""
+        bring_into_view = getattr(self.timeline, "bring_into_view", None)
+        if bring_into_view is not None:
+            bring_into_view(int(start_ns), int(end_ns))
+            return
+        width = max(3 * (end_ns - start_ns), MIN_ZOOM_NS)
+        middle = (start_ns + end_ns) / 2 - self._origin_ns
+        self.timeline.plot.x_range.update(start=middle - width / 2, end=middle + width / 2)
+
+    def _pan_to(self, start_ns: int, end_ns: int) -> None:
         """Pan (keeping the zoom) so the interval is in view; zoom out if it is wider than the view."""
         x_range = self.timeline.plot.x_range
-        origin = timeline_origin_ns(self.trace)
-        start, end = start_ns - origin, end_ns - origin
+        start, end = start_ns - self._origin_ns, end_ns - self._origin_ns
         width = max(x_range.end - x_range.start, (end - start) * 1.2)
-        if x_range.start <= start and end <= x_range.end and width == x_range.end - x_range.start:
-            return
         middle = (start + end) / 2
         x_range.update(start=middle - width / 2, end=middle + width / 2)
 
     # -- filters and selection ----------------------------------------------------------------
-
-    def _view_moved(self) -> None:
-        if self._match_index < 0:  # while stepping, the count says "k of n"
-            self._show_count()
 
     def _filter_changed(self, _change) -> None:
         lanes = list(self.lane_filter.value)
@@ -242,12 +271,19 @@ class TraceWidget(ipywidgets.VBox):
         self._show_details(int(ids[0]) if ids else None, kinds[0] if kinds else "cpu")
 
     def _show_details(self, event_id: int | None, kind: str = "cpu") -> None:
-        if event_id is not None and kind == "gpu":
-            self.details.value = gpu_details_html(self.trace, event_id)
-        else:
-            self.details.value = details_html(self.trace, event_id)
+        self.details.show(event_id, kind)
         if event_id is not None:
             self.panes.selected_index = 0
+
+    def _area_changed(self, data) -> None:
+        """An area selection summarises its time range in the details pane; clearing it brings
+        back the selected event's details."""
+        starts, ends = list(data.get("start_ns", [])), list(data.get("end_ns", []))
+        if starts and ends:
+            self.details.show_range(int(starts[0]), int(ends[0]))
+            self.panes.selected_index = 0
+        else:
+            self.details.show(*(self.details.shown or (None, "cpu")))
 
     # -- outside a widget front end -------------------------------------------------------------
 
