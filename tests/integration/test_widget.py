@@ -214,6 +214,9 @@ def test_with_stack_the_details_show_the_users_frames_and_the_cell_number():
     assert f"cell [{defined_in}], line 2: step" in lines and f"cell [{profiled_in}]" in lines
     assert lines[-1].startswith("… ") and lines[-1].endswith(" library frames")
     assert not any("ipython-input" in line or "IPython" in line or "nbprof" in line for line in lines)
+    # the summary lists ops, not the Python frames of every thread the kernel runs
+    names = {row["name"] for row in widget.summary.rows}
+    assert "aten::mm" in names and not any(".py(" in name for name in names)
     # the Python frames are its stack, not parents to click through
     assert not any("magic.py" in button.tooltip or "ipython-input" in button.tooltip
                    for button in widget.details.link_buttons())
