@@ -112,7 +112,8 @@ class TraceWidget(ipywidgets.VBox):
         self._show_body(not collapsed)
         super().__init__([*header, self.expand, self.body])
         self.add_class("nbprof-widget")
-        for needs_kernel in (self._toolbar, self._filters, self.summary, self.export):
+        for needs_kernel in (self._toolbar, self._filters, self.summary, self.export,
+                             self.details.links):
             needs_kernel.add_class("nbprof-live")
 
     def _make_controls(self) -> None:
@@ -248,8 +249,8 @@ class TraceWidget(ipywidgets.VBox):
             bring_into_view(int(start_ns), int(end_ns))
             return
         width = max(3 * (end_ns - start_ns), MIN_ZOOM_NS)
-        middle = (start_ns + end_ns) / 2 - self._origin_ns
-        self.timeline.plot.x_range.update(start=middle - width / 2, end=middle + width / 2)
+        middle = (start_ns + end_ns) // 2
+        self.timeline.show_range(middle - width // 2, middle + width // 2)
 
     def _pan_to(self, start_ns: int, end_ns: int) -> None:
         """Pan (keeping the zoom) so the interval is in view; zoom out if it is wider than the view."""
