@@ -27,17 +27,19 @@ function sweep(S, rows, x0, x1, nsPerPx, minRealPx, emit) {
       if (d < minDur) continue;
       const s = start[i], e = s + d;
       if (e < x0) continue;
-      if (d >= realNs) {
+      // pre-merged entries (timeline_served.js) carry their event count and busy time
+      const n = S.entryCount ? S.entryCount[i] : 1, b = S.entryCount ? S.entryBusy[i] : d;
+      if (d >= realNs && n === 1) {
         if (count) emit(r, first, count, blockStart, blockEnd, busy);
         count = 0;
         emit(r, i, 1, s, e, d);
       } else if (count && s - blockEnd < gapNs) {
         if (e > blockEnd) blockEnd = e;
-        count++;
-        busy += d;
+        count += n;
+        busy += b;
       } else {
         if (count) emit(r, first, count, blockStart, blockEnd, busy);
-        first = i; count = 1; blockStart = s; blockEnd = e; busy = d;
+        first = i; count = n; blockStart = s; blockEnd = e; busy = b;
       }
     }
     if (count) emit(r, first, count, blockStart, blockEnd, busy);
@@ -91,6 +93,7 @@ function layoutLanes(S) {
 }
 
 function drawView(S) {
+  if (info.coarse) chooseEntries(S);  // the kernel's bars for this view, or the coarse level
   const x0 = plot.x_range.start, x1 = plot.x_range.end;
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
   const nsPerPx = (x1 - x0) / width;
@@ -114,7 +117,7 @@ function drawView(S) {
       out.color.push(colorOf(S.family[first], S.name[first]));
       out.alpha.push(1);
       out.name.push(nameText);
-      out.id.push(S.id[first]);
+      out.id.push(S.eventId ? S.eventId[first] : S.id[first]);  // served: local -> trace id
       out.details.push(S.details[first]);
       const launcher = isGpu ? S.launchOf[first] : -1;
       out.launch.push(launcher >= 0 ? info.names[S.name[S.cpuEntry[launcher]]] : "");
@@ -147,6 +150,7 @@ function drawOverview(S) {
   const width = overview.inner_width > 0 ? overview.inner_width : 800;
   const nsPerPx = (info.span_ns || 1) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: []};
+  if (info.coarse) Object.assign(S, S.embedded);  // the whole trace: the coarse level
   const laneY = new Map();
   for (const r of S.drawnRows) {
     const lane = info.row_lane[r];
@@ -159,6 +163,7 @@ function drawOverview(S) {
     out.color.push(info.block_colors[S.family[first]]);
   });
   overview_source.data = out;
+  if (info.coarse) restoreAnswer(S);  // back to what the view shows
   overview.y_range.setv({start: Math.max(laneY.size, 1), end: 0});
 }
 

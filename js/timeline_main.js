@@ -43,6 +43,8 @@ function dispatch(S) {
     onTap(S);
   } else if (cb_obj === hover) {
     onHover(S);
+  } else if (cb_obj === served_answer) {  // the kernel's bars for a view (timeline_served.js)
+    onServedAnswer(S);
   } else {  // document ready, the filter: lanes may change
     redrawAll(S);
   }
@@ -55,7 +57,7 @@ function dispatch(S) {
     const started = performance.now();
     inflateBase64(packed).then((bytes) => {
       const inflated = performance.now();
-      decode(S, bytes);
+      if (info.coarse) initCoarse(S, bytes); else decode(S, bytes);
       const decoded = performance.now();
       S.ready = true;
       redrawAll(S);

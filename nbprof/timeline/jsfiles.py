@@ -24,7 +24,7 @@ def read_js(name: str) -> str:
 
 # The timeline's CustomJS body, in order: constants, decoding, level of detail, overlays, triggers.
 TIMELINE_PARTS = ("timeline.js", "timeline_decode.js", "timeline_draw.js", "timeline_overlays.js",
-                  "timeline_main.js")
+                  "timeline_served.js", "timeline_main.js")
 
 
 def timeline_code() -> str:
