@@ -36,17 +36,21 @@ RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
            note: str | None = None, export_dir=None, collapsed: bool = False,
-           compare_to: Trace | None = None, compare_label: str = "the previous run") -> "TraceWidget":
+           compare_to: Trace | None = None, compare_label: str = "the previous run",
+           **timeline_options) -> "TraceWidget":
     """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
     written in ``export_dir``, by default the kernel's working directory: the notebook's folder).
-    ``compare_to``: an earlier Trace, for a Compare tab (what changed since)."""
+    ``compare_to``: an earlier Trace, for a Compare tab (what changed since).
+    ``timeline_options`` go to the Timeline (``max_embedded_events``: past it the kernel serves
+    the level of detail, timeline/served.py)."""
     if not isinstance(trace, Trace):
         raise TypeError(f"nbprof.widget needs an nbprof.Trace, got {type(trace).__name__}: "
                         "profile with %%cudaprof -o VAR or nbprof.profile(), or read a file with nbprof.load")
     if compare_to is not None and not isinstance(compare_to, Trace):
         raise TypeError(f"compare_to must be an nbprof.Trace, got {type(compare_to).__name__}")
     return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir,
-                       collapsed=collapsed, compare_to=compare_to, compare_label=compare_label)
+                       collapsed=collapsed, compare_to=compare_to, compare_label=compare_label,
+                       **timeline_options)
 
 
 def _per_run_text(trace: Trace) -> str | None:
@@ -60,14 +64,14 @@ class TraceWidget(ipywidgets.VBox):
 
     def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
                  collapsed: bool = False, compare_to: Trace | None = None,
-                 compare_label: str = "the previous run"):
+                 compare_label: str = "the previous run", **timeline_options):
         from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
 
         self.trace = trace
         self.note = note
-        self.timeline = Timeline(trace)
+        self.timeline = Timeline(trace, **timeline_options)
         self.host = PlotHost(self.timeline.layout)
         self.plot = self.host.plot  # the jupyter_bokeh BokehModel the host shows
         self._origin_ns = timeline_origin_ns(trace)
