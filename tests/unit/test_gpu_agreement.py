@@ -151,3 +151,9 @@ def test_kernels_on_another_device_are_not_what_the_events_timed():
         gpu_kind=[OP, KERNEL, KERNEL])
     (row,) = records(trace.gpu_agreement().ops)
     assert row["kernels_us"] == pytest.approx(0.090) and row["end_offset_us"] == pytest.approx(0.005)
+
+
+def test_the_kernel_summary_lists_kernels_not_op_events_where_it_has_both():
+    summary = records(both_kinds().kernel_summary())
+    assert {row["name"] for row in summary} == {"gemm", "relu_kernel"}
+    assert sum(row["total_us"] for row in summary) == pytest.approx(0.320 + 0.040 + 0.060)
