@@ -95,6 +95,9 @@ class GpuAgreement:
     events_only: int
 
     def table(self, row_limit: int = 20) -> str:
+        if not len(self.names):
+            return ("No op has both a CUDA-event interval and kernels: the cross-check needs a GPU "
+                    "profile with the events and CUPTI's kernels (nbprof.profile(kernels=True)).")
         text = self.names.table(row_limit=row_limit)
         if self.events_only:
             text += (f"\n{self.events_only} ops with CUDA-event intervals launched no kernel "

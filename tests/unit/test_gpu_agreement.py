@@ -94,6 +94,7 @@ def test_a_trace_with_one_kind_keeps_the_cuda_columns():
     assert "GPU (kernels)" not in trace.table() and "CUDA total" in trace.table()
     assert trace.key_averages()[0].cuda_time_total == pytest.approx(0.007)
     assert len(records(trace.gpu_agreement().ops)) == 0
+    assert trace.gpu_agreement().table().startswith("No op has both")
 
 
 def test_the_clock_and_agreement_modules_import_no_torch_bokeh_or_ipython():
