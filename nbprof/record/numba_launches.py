@@ -307,7 +307,7 @@ class NumbaLaunchRecorder:
         rows = NewRows(trace, meta.get("pid"), known_names or {}, self.device)
         base = int(meta.get("base_time_ns", 0))
         launches = self.launches
-        timed = {index: (NAME_PREFIX + launch[3], launch[1] - base, launch[2] - base)
+        timed = {index: (launch[0], NAME_PREFIX + launch[3], launch[1] - base, launch[2] - base)
                  for index, launch in enumerate(launches) if launch[11] == TORCH_TIMED}
         op_of = record_function_ops(trace, timed)
         op_rows = [op_of.get(index, -1) for index in range(len(launches))]

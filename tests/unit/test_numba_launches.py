@@ -788,3 +788,47 @@ def test_real_legacy_records_of_torch_timed_launches_become_their_slices():
         children = {event.name for event in trace.events if event.parent == launch.id}
         assert {"aten::ones", "aten::add"} <= children, children
     assert not any("missing from its records" in note for note in trace.meta["notes"])
+
+
+def test_both_torch_profilers_records_of_torch_timed_launches_become_their_slices():
+    """As nbprof records on a GPU (Kineto on every thread, then the legacy profiler on the
+    starting thread; here in its CPU state): the launching thread's launches are torch-timed and
+    become the joined ops, found on the lane of the thread that launched them; a worker thread's
+    launch (torch's legacy profiler does not record it) is its own slice on its own lane."""
+    from torch.autograd import ProfilerState
+
+    from nbprof.match_events import gpu_records_to_trace
+    from nbprof.record.cuda_events import ANCHOR_NAME, CudaRecorder
+
+    starting = nbprof.Thread(os.getpid(), threading.get_native_id(), "MainThread")
+    profilers = CudaRecorder(kernels=False, legacy_state=ProfilerState.CPU)
+    profilers.start()
+    try:
+        recorder = NumbaLaunchRecorder(gpu=True)
+        assert numba_launches._legacy_profiler_on(torch)  # what start() checks on a GPU
+        timing = recorder.torch_timing = TorchLaunchTiming(torch, 0, per_thread_default=False)
+        timing._current_handle = lambda device: 0  # no CUDA streams in this torch
+        wrapped = recorder._launch_wrapper(lambda launch_config, *args: torch.ones(4) + 1)
+        for _ in range(5):
+            wrapped(FakeLaunch(0))
+        worker = threading.Thread(target=wrapped, args=(FakeLaunch(0),), name="numba-worker")
+        worker.start()
+        worker.join()
+    finally:
+        records = profilers.stop()
+    trace = gpu_records_to_trace(records, anchor_name=ANCHOR_NAME,
+                                 base_time_ns=records.windows[0][1], starting_thread=starting,
+                                 thread_names={worker.native_id: "numba-worker"},
+                                 kernels_why_not="kernels=False was asked", meta={"notes": []})
+    trace = recorder.add_to(trace)
+    saxpys = numba_events(trace, "numba::saxpy")
+    assert len(saxpys) == 6, saxpys  # one slice per launch: the ops themselves, and the worker's
+    assert [event.thread.tid for event in saxpys].count(starting.tid) == 5
+    (on_worker,) = [event for event in saxpys if event.thread.tid == worker.native_id]
+    assert all(event.args["grid"] == "(4, 1, 1)" for event in saxpys)
+    for launch in saxpys:  # torch's record_function ops, and one slice nbprof made itself
+        category = trace.categories[trace.category[launch.id]]
+        assert (category == "numba") == (launch is on_worker), (launch, category)
+        children = {event.name for event in trace.events if event.parent == launch.id}
+        assert "aten::add" in children  # Kineto records every thread's torch ops
+    assert not any("missing from its records" in note for note in trace.meta["notes"])
