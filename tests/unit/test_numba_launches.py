@@ -832,3 +832,48 @@ def test_both_torch_profilers_records_of_torch_timed_launches_become_their_slice
         children = {event.name for event in trace.events if event.parent == launch.id}
         assert "aten::add" in children  # Kineto records every thread's torch ops
     assert not any("missing from its records" in note for note in trace.meta["notes"])
+
+
+def cupti_trace(kernel_names, base_ns, first_start_ns):
+    """A trace as main's join leaves it with CUPTI on: kernels no op launched (launch -1) on
+    CUDA stream 7, named as CUPTI names them, 1 ms apart."""
+    count = len(kernel_names)
+    starts = [first_start_ns + 1_000_000 * k for k in range(count)]
+    return Trace.build(
+        start_ns=(), end_ns=(), thread=(), name_id=(), names=list(kernel_names), threads=(),
+        gpu_start_ns=starts, gpu_end_ns=[start + 50_000 for start in starts],
+        gpu_name_id=list(range(count)), gpu_device=[0] * count, gpu_stream=[7] * count,
+        gpu_launch=[-1] * count, gpu_kind=[1] * count,  # KIND_KERNEL
+        meta={"base_time_ns": base_ns, "notes": []})
+
+
+def test_cupti_kernels_no_op_launched_link_to_the_numba_launches_that_ran_them(
+        real_mangled_names):
+    """A worker thread's launches (no record_function there, so Kineto links their kernels to no
+    op): each CUPTI kernel with numba's mangled name goes to its launch, in order; a torch kernel
+    and a kernel nobody launched here stay unlinked; counts that disagree link nothing."""
+    saxpy_entry = real_mangled_names["saxpy"][0]
+    torch_kernel = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
+    matmul_entry = real_mangled_names["tiled_matmul"][0]
+    for kernel_names, linked in (([saxpy_entry] * 3 + [torch_kernel, matmul_entry], 3),
+                                 ([saxpy_entry] * 2, 0)):
+        recorder = NumbaLaunchRecorder(gpu=True)
+        recorder._clock = NumbaEventClock(FakeDevice())
+        wrapped = recorder._launch_wrapper(lambda launch_config, *args: None)
+        base_ns = time.time_ns()
+        for _ in range(3):
+            wrapped(FakeLaunch(0))
+        trace = recorder.add_to(cupti_trace(kernel_names, base_ns, time.time_ns() - base_ns))
+        launches = numba_events(trace, "numba::saxpy")
+        cupti = [[k for k in launch.kernels if k.kind == "kernel"] for launch in launches]
+        assert sum(map(len, cupti)) == linked
+        if linked:
+            assert all(len(kernels) == 1 for kernels in cupti)
+            starts = [kernels[0].interval.start_ns for kernels in cupti]
+            assert starts == sorted(starts)  # the k-th kernel to the k-th launch
+            assert {kernels[0].stream for kernels in cupti} == {7}  # CUPTI's stream, kept
+        else:
+            assert any("2 CUPTI kernels of numba functions could not be paired" in note
+                       for note in trace.meta["notes"])
+        unlinked = [row for row in range(len(trace.gpu_start_ns)) if trace.gpu_launch[row] < 0]
+        assert len(unlinked) == len(kernel_names) - linked
