@@ -74,7 +74,8 @@ def stream_handle(stream) -> int:
 
 def _per_thread_default_stream() -> bool:
     """Whether cuda-python (numba-cuda's driver binding) makes stream 0 the per-thread default."""
-    return os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in ("", "0")
+    flag = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip()
+    return flag not in ("", "0")
 
 
 def _record(events, index: int, stream) -> bool:
@@ -116,7 +117,8 @@ class NumbaLaunchRecorder:
     def launches(self) -> list:
         """One tuple per launch: (tid, start_ns, end_ns, qualname, grid, block, stream handle,
         shared memory, argument signature, the caller's code object and its f_lasti, CUDA
-        event pair / TORCH_TIMED / None, error, numba's dispatcher (the simulator: the function))."""
+        event pair / TORCH_TIMED / None, error, numba's dispatcher (the simulator's: the
+        function))."""
         fields = self._launch_fields
         signatures = list(self._signature_ids)
         rows = [tuple(fields[at:at + LAUNCH_FIELDS]) for at in range(0, len(fields), LAUNCH_FIELDS)]
@@ -338,8 +340,8 @@ class NumbaLaunchRecorder:
 
     def _add_launch(self, rows: NewRows, launch, base_ns: int, op_row: int, compile_ends: dict,
                     op_intervals: dict):
-        """Into ``rows`` (``op_intervals``: op row -> its CUDA-event GPU rows); returns (slice name, row, start_ns, args) where the launch got a
-        slice of its own (not torch's op)."""
+        """Into ``rows`` (``op_intervals``: op row -> its CUDA-event GPU rows). Returns (slice
+        name, row, start_ns, args) where the launch got a slice of its own (not torch's op)."""
         (tid, start_ns, end_ns, qualname, grid, block, handle, sharedmem, arg_sigs,
          code, instruction, events, error, dispatcher) = launch
         name = NAME_PREFIX + qualname

@@ -535,7 +535,8 @@ def test_a_torch_timed_launch_is_its_record_functions_op_on_its_stream():
 
 def launch_line_no() -> int:
     """The line of the second ``wrapped(FakeLaunch(USER_STREAM...`` above."""
-    lines, first = inspect.getsourcelines(test_a_torch_timed_launch_is_its_record_functions_op_on_its_stream)
+    test = test_a_torch_timed_launch_is_its_record_functions_op_on_its_stream
+    lines, first = inspect.getsourcelines(test)
     return first + next(i for i, line in enumerate(lines) if "grid=(8, 1, 1))" in line)
 
 
@@ -620,7 +621,8 @@ def test_launches_timed_by_numbas_events_land_on_the_cpu_clock():
     timed, untimed = numba_events(trace)
     (gpu,) = timed.kernels
     latency = FakeDevice.LATENCY_NS
-    assert timed.cpu_interval.start_ns <= gpu.interval.start_ns <= timed.cpu_interval.end_ns + latency
+    cpu = timed.cpu_interval
+    assert cpu.start_ns <= gpu.interval.start_ns <= cpu.end_ns + latency
     assert gpu.interval.end_ns <= timed.cpu_interval.end_ns + latency + 1_000
     assert gpu.stream != 0 and not untimed.kernels
     assert any("1 numba launches could not be timed" in note for note in trace.meta["notes"])
@@ -853,7 +855,8 @@ def test_cupti_kernels_no_op_launched_link_to_the_numba_launches_that_ran_them(
     op): each CUPTI kernel with numba's mangled name goes to its launch, in order; a torch kernel
     and a kernel nobody launched here stay unlinked; counts that disagree link nothing."""
     saxpy_entry = real_mangled_names["saxpy"][0]
-    torch_kernel = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>"
+    torch_kernel = ("void at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::FillFunctor<float>>")
     matmul_entry = real_mangled_names["tiled_matmul"][0]
     for kernel_names, linked in (([saxpy_entry] * 3 + [torch_kernel, matmul_entry], 3),
                                  ([saxpy_entry] * 2, 0)):
