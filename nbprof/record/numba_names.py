@@ -107,8 +107,11 @@ def pair_kernels_with_launches(kernel_names, kernel_start_ns, launches, known_la
     k-th kernel of a name goes to the k-th launch of that name, where the counts agree. Returns
     ({kernel index: launch row}, how many kernels of known numba functions stayed unpaired)."""
     kernels: dict = {}
+    slice_of: dict = {}  # a trace has many kernels and few names: parse each name once
     for index, (name, start_ns) in enumerate(zip(kernel_names, kernel_start_ns)):
-        slice_name = numba_kernel_of(name, known_launches)
+        slice_name = slice_of.get(name, slice_of)
+        if slice_name is slice_of:
+            slice_name = slice_of[name] = numba_kernel_of(name, known_launches)
         if slice_name is not None:
             kernels.setdefault(slice_name, []).append((int(start_ns), index))
     by_name: dict = {}
