@@ -22,6 +22,7 @@ from .ranks import distributed_meta  # rank, world size, local rank, host under 
 from .record import calibrate, forks
 from .match_events import gpu_records_to_trace
 from .record.cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
+from .record.cuda_graphs import GraphCaptures
 from .record.interrupts import interrupts_held
 from .record.kineto_cpu import KinetoCpuRecorder, kernels_supported
 from .record.numba_launches import NumbaLaunchRecorder
@@ -53,6 +54,9 @@ NOTE_SESSION_LOST = ("torch.profiler (or another torch profiler) ran inside this
 NOTE_DATALOADER_WORKERS = ("A DataLoader with worker processes ran in this block: ops in the "
                            "worker processes are not recorded (only this process is profiled); "
                            "num_workers=0 shows the loading work on this timeline.")
+NOTE_GRAPH_CAPTURE = ("{count} CUDA graph capture(s) in this block: the ops captured are CPU "
+                      "slices without CUDA-event intervals (an event on a capturing stream cannot "
+                      "be timed); each replay is a CUDAGraph::replay slice.")
 _MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not start): GPU "
                  "durations only (whole microseconds), each drawn at its op's CPU start; GPU "
@@ -111,6 +115,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                                            threading.current_thread().name)
             self._thread_names = ThreadNames()
             self._hand_over = HandOver(self._end_recording)
+            self._graphs = GraphCaptures()
             self._raw = None
             self._stopped = False
             recording = False
@@ -126,6 +131,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                                           time.time_ns())]
                     self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])
                     self._numba_launches.start()
+                    self._graphs = GraphCaptures(self._legacy_part())
+                    self._graphs.start()
                     self._hand_over.start()
                     forks.set_recording(True)
                     _active_profile = self
@@ -139,6 +146,14 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 raise
         return self
 
+    def _legacy_part(self):
+        """The thread-local CUDA-event recorder a CUDA graph capture must pause, if any."""
+        if isinstance(self._recorder, LegacyCudaRecorder):
+            return self._recorder
+        if isinstance(self._recorder, CudaRecorder) and self._recorder.legacy_error is None:
+            return self._recorder.legacy
+        return None
+
     def _end_recording(self) -> None:
         """Switch nbprof's profilers off and keep what they recorded; once. Called at the
         block's end, or earlier by the hand-over when a torch profiler starts inside it."""
@@ -150,6 +165,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         self._stopped = True
         self._block_ns = time.perf_counter_ns() - self._block_start_ns
         forks.set_recording(False)
+        self._graphs.stop()
         self._numba_launches.stop()  # restores numba's launch path; never raises
         self._raw = self._recorder.stop()
 
@@ -160,6 +176,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         global _active_profile
         _active_profile = None
         forks.set_recording(False)
+        self._graphs.stop()
         self._hand_over.stop()
         self._thread_names.stop()
         self._numba_launches.stop()
@@ -281,6 +298,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         lanes = trace.thread == 0 if trace.threads and \
             trace.threads[0].tid == self._starting_thread.tid else np.zeros(len(trace), bool)
         trace.meta["overhead"] = overhead_meta(self._per_op_ns, int(lanes.sum()), self._block_ns)
+        if self._graphs.paused_captures:
+            notes.append(NOTE_GRAPH_CAPTURE.format(count=self._graphs.paused_captures))
         if taken_over:
             notes.append(NOTE_TAKEN_OVER)
         elif self._hand_over.flag_lost:

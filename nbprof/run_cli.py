@@ -18,6 +18,8 @@ import traceback
 
 from .cli_paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
 
+_SIGINT_STATUS = 130  # the shell's exit status for a process ended by Ctrl-C
+
 
 def script_position(argv: list[str], takes_value: dict[str, bool]) -> int | None:
     """Where the script's path is in ``run``'s arguments: the first token that is not one of
@@ -59,20 +61,23 @@ def run(options, script_args: list[str]) -> int:
         from . import profile  # torch: seconds; Ctrl-C here has nothing to write yet
     except KeyboardInterrupt:
         print("nbprof: interrupted before the script started; nothing was written", file=sys.stderr)
-        return 130
-    exit_code, trace = _profile_script(profile, script, script_args)
+        return _SIGINT_STATUS
+    exit_code, trace, interrupted = _profile_script(profile, script, script_args)
     if trace is None:  # the profiler never started (Ctrl-C while it was starting)
         print("nbprof: interrupted before the profile started; nothing was written",
               file=sys.stderr)
         return exit_code or 1
     paths, done = _outputs(options, expand_rank, trace.meta), []
     try:
+        if interrupted:  # said here, inside the try: a second Ctrl-C right after it is caught
+            print("nbprof: interrupted; writing what ran before Ctrl-C (Ctrl-C again stops that)",
+                  file=sys.stderr, flush=True)
         written_ok = _write_outputs(trace, options, paths, script, done)
     except KeyboardInterrupt:  # a second Ctrl-C: stop now; atomic writes leave no half file
         left = [str(path) for path in paths.values() if str(path) not in done]
         print(f"nbprof: interrupted again: not written: {', '.join(left)} (no half file left)"
               + (f"; written: {', '.join(done)}" if done else ""), file=sys.stderr)
-        return 130
+        return _SIGINT_STATUS
     from .overhead import describe_overhead
 
     if overhead := describe_overhead(trace.meta.get("overhead")):
@@ -90,11 +95,12 @@ def _outputs(options, expand_rank, meta) -> dict[str, pathlib.Path]:
 
 
 def _profile_script(profile, script: pathlib.Path, script_args: list[str]):
-    """Run the script under the profiler: (the exit status `python SCRIPT` would have, trace)."""
+    """Run the script under the profiler: (the exit status `python SCRIPT` would have, the trace,
+    whether Ctrl-C ended it)."""
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(script), *script_args]
     sys.path.insert(0, str(script.resolve().parent))  # as `python script.py` would
-    exit_code = 0
+    exit_code, interrupted = 0, False
     prof = profile()
     try:
         with prof:
@@ -107,12 +113,10 @@ def _profile_script(profile, script: pathlib.Path, script_args: list[str]):
               flush=True)
         exit_code = 1
     except KeyboardInterrupt:  # Ctrl-C ends a long run early: the page still shows what ran
-        print("nbprof: interrupted; writing what ran before Ctrl-C (Ctrl-C again stops that)",
-              file=sys.stderr, flush=True)
-        exit_code = 130  # the shell's code for a SIGINT
+        exit_code, interrupted = _SIGINT_STATUS, True
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    return exit_code, prof.trace
+    return exit_code, prof.trace, interrupted
 
 
 def _exit_status(code) -> int:

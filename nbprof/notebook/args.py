@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import keyword
 import shlex
 
 from ..analysis import SORT_KEYS
@@ -45,8 +46,12 @@ def _non_negative_int(text: str) -> int:
 
 
 def _identifier(text: str) -> str:
-    if not text.isidentifier():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Python variable name")
+    # "class" is an identifier to str.isidentifier, yet `class = ...` is a SyntaxError: the
+    # variable could be neither read nor written by the notebook's code.
+    if not text.isidentifier() or keyword.iskeyword(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Python variable name" + (" (it is a keyword)" if
+                                                         keyword.iskeyword(text) else ""))
     return text
 
 

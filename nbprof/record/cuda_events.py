@@ -48,6 +48,12 @@ def devices_in_use(device_count: int, initialized: bool, has_primary_context) ->
     return [device for device in range(device_count) if has_primary_context(device)]
 
 
+def stop_anchor_devices(anchored, in_use_now) -> list[int]:
+    """Devices synchronized and anchored at stop: those anchored at start and any first used
+    inside the block (it has a context now; the records will show its events)."""
+    return sorted(set(anchored) | set(in_use_now))
+
+
 def cuda_devices_in_use() -> list[int]:
     return devices_in_use(torch.cuda.device_count(), torch.cuda.is_initialized(),
                           getattr(torch._C, "_cuda_hasPrimaryContext", None))
@@ -70,6 +76,7 @@ class LegacyCudaRecorder:
                                       _ExperimentalConfig())
         self.anchored: list[int] = []
         self.thread_id = None
+        self.paused = False
         self._earlier_lists: list = []  # sessions ended early (a CUDA graph capture)
 
     def start(self) -> None:
@@ -103,17 +110,22 @@ class LegacyCudaRecorder:
         """End the session for now (its records are kept); :meth:`resume` starts another."""
         with quiet_usdt():
             self._earlier_lists.extend(torch._C._autograd._disable_profiler_legacy())
+        self.paused = True
 
     def resume(self) -> None:
         with quiet_usdt():
             torch._C._autograd._enable_profiler_legacy(self._config)
+        self.paused = False
 
     def stop(self):
+        if self.paused:  # the block ended inside a CUDA graph capture: no event may go there
+            self.paused = False
+            return self._earlier_lists
         try:
             if self.cuda:
                 # Every event must have completed before elapsed times can be read; devices first
                 # used inside the block are anchored now (one anchor: no drift fit for them).
-                devices = sorted(set(self.anchored) | set(cuda_devices_in_use()))
+                devices = stop_anchor_devices(self.anchored, cuda_devices_in_use())
                 for device in devices:
                     torch.cuda.synchronize(device)
                 if not torch.cuda.is_current_stream_capturing():

@@ -97,12 +97,16 @@ class KinetoCpuRecorder:
         state = ProfilerState.KINETO_GPU_FALLBACK if gpu_fallback else ProfilerState.KINETO
         # Kineto hands out a kernel's grid, block and bytes only when asked to.
         extra = {"expose_kineto_event_metadata": True} if kernels else {}
-        try:
-            experimental = _ExperimentalConfig(profile_all_threads=True, **extra)
-            self.all_threads = True
-        except TypeError:  # a torch from before profile_all_threads: the starting thread only
-            experimental = _ExperimentalConfig()
-            self.all_threads = False
+        # A torch from before profile_all_threads records the starting thread only; one from
+        # before expose_kineto_event_metadata gives kernels without grid and block.
+        for options in ({"profile_all_threads": True, **extra}, {"profile_all_threads": True},
+                        extra, {}):
+            try:
+                experimental = _ExperimentalConfig(**options)
+                break
+            except TypeError:
+                continue
+        self.all_threads = "profile_all_threads" in options
         self._config = ProfilerConfig(state, record_shapes, False, with_stack, False, False,
                                       experimental)
         self._activities = {ProfilerActivity.CPU}

@@ -130,6 +130,20 @@ def test_hovering_a_kernel_shows_its_name(browser, alexnet, artifacts):
     page.close()
 
 
+def test_tooltip_and_bar_names_show_hostile_text_as_text(browser, tmp_path):
+    hostile = '"><img src=x onerror="window.pwned=1">'
+    trace = Trace.build(start_ns=[0], end_ns=[1000], thread=[0], name_id=[0], names=[hostile],
+                        threads=[(1, 1, hostile)])
+    page = open_page(browser, save_html(trace, tmp_path / "hostile.html"))
+    assert page.evaluate("() => [...nb('nbprof_labels').data.text]") == [hostile]  # canvas text
+    x, y = page.evaluate("nbScreen(500, 0.5)")
+    page.mouse.move(x - 5, y)
+    page.mouse.move(x, y)
+    page.get_by_text(hostile, exact=True).first.wait_for(state="visible", timeout=5000)
+    assert page.evaluate("window.pwned") is None
+    page.close()
+
+
 def test_the_tooltip_has_no_empty_rows(browser, tmp_path, artifacts):
     trace = Trace.build(start_ns=[0], end_ns=[1000], thread=[0], name_id=[0], names=["plain op"],
                         threads=[(1, 1, "main")])
@@ -638,3 +652,98 @@ def test_shift_drag_and_box_select_set_the_area_selection(browser, tmp_path, art
     area2 = page.evaluate("() => { const d = nb('nbprof_area_selection').data; return [d.start_ns[0], d.end_ns[0]]; }")
     assert area2 == pytest.approx(area, abs=2 * per_px)
     page.close()
+
+
+# -- in a real JupyterLab ---------------------------------------------------------------------------
+
+LAB_NOTEBOOK = "timeline_navigation.ipynb"
+# The live widget's timeline (not its hidden static copy), and the element that scrolls the notebook.
+LAB_HELPERS = """
+window.nbLive = () => { for (const view of Bokeh.index.roots) {
+    if (!view.el.closest('.nbprof-widget')) continue;
+    const plot = [...view.model.document.all_models].find(m => (m.tags || []).includes('nbprof-ready'));
+    if (plot) return {plot, doc: view.model.document, view: Bokeh.index.find_one(plot)};
+  } return null; };
+window.nbLiveScreen = (x, y) => { const {view} = nbLive(); const r = view.el.getBoundingClientRect();
+  return [r.left + view.frame.x_scale.compute(x), r.top + view.frame.y_scale.compute(y)]; };
+window.nbLiveX = () => { const {plot} = nbLive(); return [plot.x_range.start, plot.x_range.end]; };
+window.nbScroller = () => { let e = nbLive().view.el;
+  while (e && !(e.scrollHeight > e.clientHeight && /auto|scroll/.test(getComputedStyle(e).overflowY)))
+    e = e.parentElement || e.getRootNode().host;  // Bokeh's views sit in shadow roots
+  return e; };
+true;
+"""
+
+
+def test_in_jupyterlab_wheel_scrolls_the_notebook_ctrl_zooms_keys_and_names(lab, shared_traces, artifacts):
+    import nbformat
+    from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook, run_all_cells, start_kernel_session
+    from playwright.sync_api import sync_playwright
+
+    url, root = lab
+    filler = "\n\n".join(f"Paragraph {i}: the notebook goes on around the timeline." for i in range(14))
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    notebook.cells = [nbformat.v4.new_markdown_cell(filler), nbformat.v4.new_code_cell(
+        f"import nbprof\nnbprof.widget(nbprof.load({str(shared_traces / 'gpu_alexnet_kineto.json.gz')!r}))"),
+        nbformat.v4.new_markdown_cell(filler), nbformat.v4.new_markdown_cell(filler)]
+    nbformat.write(notebook, root / LAB_NOTEBOOK)
+    start_kernel_session(url, LAB_NOTEBOOK)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(60_000)
+        try:
+            open_notebook(page, url, LAB_NOTEBOOK)
+            run_all_cells(page)
+            page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
+            page.wait_for_function(READY_JS, timeout=60_000)
+            page.evaluate(LAB_HELPERS)
+            page.wait_for_function("() => nbLive() !== null", timeout=30_000)
+            page.evaluate("() => nbLive().view.el.scrollIntoView({block: 'center'})")
+            page.wait_for_timeout(500)
+            cells = page.locator(f"{PANEL} .jp-Cell").count()
+            view = page.evaluate("nbLiveX()")
+            x, y = page.evaluate(f"nbLiveScreen({(view[0] + view[1]) / 2}, 3)")
+            # Plain wheel over the timeline scrolls the notebook; the timeline does not zoom.
+            top = page.evaluate("nbScroller().scrollTop")
+            page.mouse.move(x, y)
+            page.mouse.wheel(0, 250)
+            page.wait_for_timeout(600)
+            assert page.evaluate("nbScroller().scrollTop") > top + 100
+            assert page.evaluate("nbLiveX()") == view
+            # Ctrl+wheel zooms (x only) and leaves the notebook where it is.
+            page.evaluate("() => nbLive().view.el.scrollIntoView({block: 'center'})")
+            page.wait_for_timeout(500)
+            x, y = page.evaluate(f"nbLiveScreen({(view[0] + view[1]) / 2}, 3)")
+            page.mouse.move(x, y)
+            top = page.evaluate("nbScroller().scrollTop")
+            page.keyboard.down("Control")
+            page.mouse.wheel(0, -300)
+            page.keyboard.up("Control")
+            page.wait_for_timeout(600)
+            zoomed = page.evaluate("nbLiveX()")
+            assert zoomed[1] - zoomed[0] < 0.9 * (view[1] - view[0])
+            assert abs(page.evaluate("nbScroller().scrollTop") - top) < 2
+            # Keys with the timeline focused: A pans, W zooms; Lab's own A (insert a cell) stays off.
+            page.evaluate("() => nbLive().view.canvas_view.events_el.focus()")
+            page.keyboard.press("a")
+            page.wait_for_timeout(300)
+            panned = page.evaluate("nbLiveX()")
+            assert panned[0] < zoomed[0] and panned[1] - panned[0] == pytest.approx(zoomed[1] - zoomed[0])
+            page.keyboard.press("w")
+            page.wait_for_timeout(300)
+            narrower = page.evaluate("nbLiveX()")
+            assert narrower[1] - narrower[0] == pytest.approx(0.8 * (panned[1] - panned[0]))
+            assert page.locator(f"{PANEL} .jp-Cell").count() == cells
+            # Names inside the wide bars, drawn in the live widget.
+            page.evaluate(f"() => nbLive().plot.x_range.setv({{start: 0, end: {view[1]}}})")
+            page.wait_for_timeout(500)
+            names = page.evaluate("() => [...nbLive().doc.get_model_by_name('nbprof_labels').data.text]")
+            assert len(names) >= 5 and "aten::to" in names
+            page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "lab_timeline_names.png"))
+        except Exception:
+            page.screenshot(path=str(artifacts / "lab_timeline_failed.png"))
+            raise
+        finally:
+            browser.close()

@@ -133,8 +133,21 @@ def test_an_exported_and_reloaded_trace_keeps_the_cross_check_and_the_gpu_clock(
 
     trace = both_kinds()
     trace.meta["gpu_clock"] = {0: {"anchor_error_ns": 1_700, "drift_ppm": 12.5, "anchors": 2,
-                                   "span_ns": 10 ** 9}}
+                                   "span_ns": 10 ** 9, "untimed_events": 0}}
     path = trace.export_chrome_trace(tmp_path / "both.json.gz")
     loaded = nbprof.load(path)
     assert records(loaded.gpu_agreement().ops) == records(trace.gpu_agreement().ops)
     assert loaded.meta["gpu_clock"] == trace.meta["gpu_clock"]  # device keys stay ints
+
+
+def test_kernels_on_another_device_are_not_what_the_events_timed():
+    # aten::copy_ [0, 100) with events on device 0 and two nested launches: one kernel on
+    # device 0, one (a peer copy's) on device 1
+    trace = Trace.build(
+        start_ns=[0, 10, 50], end_ns=[100, 20, 60], thread=[0, 0, 0], name_id=[0, 1, 1],
+        names=["aten::copy_", "cudaLaunchKernel", "k"], threads=[(1, 1, "main")],
+        gpu_start_ns=[15, 20, 30], gpu_end_ns=[115, 110, 500], gpu_name_id=[0, 2, 2],
+        gpu_device=[0, 0, 1], gpu_stream=[0, 7, 7], gpu_launch=[0, 1, 2],
+        gpu_kind=[OP, KERNEL, KERNEL])
+    (row,) = records(trace.gpu_agreement().ops)
+    assert row["kernels_us"] == pytest.approx(0.090) and row["end_offset_us"] == pytest.approx(0.005)

@@ -150,3 +150,17 @@ def test_a_very_late_anchor_is_said_in_a_note():
     trace = convert(rec)
     assert trace.meta["gpu_clock"][0]["anchor_error_ns"] == pytest.approx(199_500, abs=5)
     assert any("199.5 us late" in note for note in trace.meta["notes"])
+
+
+def test_an_event_torch_will_not_time_breaks_no_chain():
+    rec = Recording()
+    rec.anchor(0, 1_000)
+    rec.op("aten::mm", 5_000, 6_000, gpu=(5_500, 9_000))
+    rec.op("captured", 10_000, 11_000, gpu=(12_000, 13_000))  # recorded during graph capture
+    rec.op("aten::relu", 14_000, 15_000, gpu=(14_500, 16_000))
+    rec.lists[1][-4].captured = True  # the push of "captured"
+    trace = convert(rec)
+    assert set(gpu_starts(trace)) == {"aten::mm", "aten::relu"}
+    assert gpu_starts(trace)["aten::relu"] == pytest.approx(14_000, abs=260)  # 500 ns slack
+    assert trace.meta["gpu_clock"][0]["untimed_events"] == 1
+    assert any("could not time" in note for note in trace.meta["notes"])
