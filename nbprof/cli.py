@@ -39,6 +39,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, bool]]:
                                                "glob: the ranks of one job, merged")
     view.add_argument("-o", "--output", required=True, help="the HTML page to write")
     view.add_argument("--title", help="the page's title")
+    view.add_argument("--full", action="store_true", help="embed every event, however many (past "
+                      "5M events the page embeds a coarser level by default)")
     view.add_argument("--max-size", type=_size, default=None, metavar="SIZE",
                       help="read at most this much uncompressed trace data (default 8G; "
                            "suffixes K, M, G, T)")
@@ -132,8 +134,9 @@ def _view(options) -> int:
     trace = load(source, max_bytes=options.max_size or DEFAULT_MAX_BYTES)
     for note in trace.meta.get("notes") or ():  # what was repaired or left out, said once
         print(f"nbprof: note: {note}", file=sys.stderr)
+    extra = {"max_embedded_events": None} if options.full else {}  # --full: no embedding budget
     path = save_html(trace, page, title=options.title or
-                     f"nbprof: {' '.join(map(str, options.trace))}")
+                     f"nbprof: {' '.join(map(str, options.trace))}", **extra)
     print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
           "intervals)")
     return 0

@@ -80,6 +80,10 @@ def run(options, script_args: list[str]) -> int:
         return _SIGINT_STATUS
     for note in trace.meta.get("notes") or ():  # what the recording could not do, said once
         print(f"nbprof: note: {note}", file=sys.stderr)
+    from .overhead import describe_overhead
+
+    if overhead := describe_overhead(trace.meta.get("overhead")):
+        print(f"nbprof: {overhead}")
     if options.table:
         print(trace.table())
     return exit_code if written_ok or exit_code else 1

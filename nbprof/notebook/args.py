@@ -78,6 +78,10 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--export", metavar="PATH", type=_chrome_path,
                         help="also write a Chrome trace (.json or .json.gz) for Perfetto")
     parser.add_argument("--cpu-only", action="store_true", help="record CPU times only, even on a GPU")
+    parser.add_argument("--kernels", dest="kernels", action="store_const", const=True, default=None,
+                        help="on a GPU, require CUPTI's kernels beside the CUDA events")
+    parser.add_argument("--no-kernels", dest="kernels", action="store_const", const=False,
+                        help="on a GPU, CUDA events only (no CUPTI: the least overhead)")
     parser.add_argument("--record-shapes", action="store_true", help="record the input shapes of each op")
     parser.add_argument("--with-stack", action="store_true", help="record the Python stack of each op")
     parser.add_argument("--warmup", metavar="N", type=_non_negative_int, default=0,

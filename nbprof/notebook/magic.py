@@ -176,7 +176,7 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
                   "profiled):", file=sys.stderr)
             raise
     failure = None
-    session = profile(cuda=False if options.cpu_only else None,
+    session = profile(cuda=False if options.cpu_only else None, kernels=options.kernels,
                       record_shapes=options.record_shapes, with_stack=options.with_stack)
     # Only starting and stopping are quieted: the cell's own warnings (and any warning filters it
     # sets) must behave as without the magic.
