@@ -15,6 +15,7 @@ No output may be one of the inputs, and every output path is checked before the 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from .cli_paths import CliError, check_output, describe
@@ -65,7 +66,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, bool]]:
                              "file at a time) and its straggler")
     ranks.add_argument("traces", nargs="+", help="a folder of per-rank .parquet files (or JSON "
                                                  "traces, a glob, several paths)")
-    ranks.add_argument("--memory-limit", default="1GB", help="DuckDB's memory limit (default 1GB)")
+    ranks.add_argument("--memory-limit", default="1GB", type=_memory_limit,
+                       help="DuckDB's memory limit (default 1GB)")
     ranks.add_argument("--json", action="store_true", help="print the rows as JSON")
     convert = command("convert", "write JSON traces as per-rank Parquet files, one process per core")
     convert.add_argument("traces", nargs="+", help="trace files, folders or globs")
@@ -96,6 +98,14 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def _memory_limit(text: str) -> str:
+    """DuckDB's memory limit, "4GB" or "512MiB" (argparse type): checked here, as it goes into
+    DuckDB's SET statement."""
+    if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B|B)", text.strip(), re.IGNORECASE):
+        raise argparse.ArgumentTypeError(f"not a memory size: {text!r} (e.g. 1GB, 512MB, 2GiB)")
+    return text.strip()
 
 
 def _size(text: str) -> int:

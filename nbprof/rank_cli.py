@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 from .atomic import check_writable, make_folders
@@ -72,10 +73,17 @@ def convert(options) -> int:
     make_folders(outputs[0], "the Parquet files")
     jobs = options.jobs or os.cpu_count() or 1
     work = [(str(path), index, str(out)) for index, (path, out) in enumerate(zip(paths, outputs))]
-    if jobs == 1 or len(work) == 1:
-        written = list(map(convert_one, work))
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
-            written = list(pool.map(convert_one, work))
+    started = time.time()
+    try:
+        if jobs == 1 or len(work) == 1:
+            written = list(map(convert_one, work))
+        else:
+            with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
+                written = list(pool.map(convert_one, work))
+    except KeyboardInterrupt:  # the workers got the Ctrl-C too; each write is atomic
+        done = [out for out in outputs if out.exists() and out.stat().st_mtime >= started - 1]
+        print(f"nbprof: interrupted; {len(done)} of {len(outputs)} Parquet files were written into "
+              f"{folder} (no half file)", file=sys.stderr)
+        return 130
     print(f"nbprof: wrote {len(written)} Parquet files into {folder}")
     return 0

@@ -78,6 +78,8 @@ def run(options, script_args: list[str]) -> int:
         print(f"nbprof: interrupted again: not written: {', '.join(left)} (no half file left)"
               + (f"; written: {', '.join(done)}" if done else ""), file=sys.stderr)
         return _SIGINT_STATUS
+    for note in trace.meta.get("notes") or ():  # what the recording could not do, said once
+        print(f"nbprof: note: {note}", file=sys.stderr)
     from .overhead import describe_overhead
 
     if overhead := describe_overhead(trace.meta.get("overhead")):

@@ -101,3 +101,10 @@ def test_reloading_the_extension_keeps_one_transform(shell):
     shell.run_line_magic("reload_ext", "nbprof")
     ours = [t for t in shell.input_transformers_cleanup if type(t).__name__ == "CudaprofCellTransform"]
     assert len(ours) == 1
+
+
+def test_a_warm_up_run_that_raises_says_nothing_was_profiled(shell):
+    result, out = run(shell, "%%cudaprof --warmup 2\ntorch.ones(2).add(1)\nraise OSError('no data')")
+    assert isinstance(result.error_in_exec, OSError)
+    assert "warm-up run 1 of 2 raised (nothing was profiled)" in shown(out)
+    assert not profiler.is_active()

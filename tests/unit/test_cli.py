@@ -45,9 +45,11 @@ def test_run_profiles_a_script_with_its_arguments(tmp_path, capsys):
     script.write_text(SCRIPT)
     page, trace = tmp_path / "out" / "page.html", tmp_path / "out" / "trace.json.gz"
     code = main(["run", "-o", str(page), "--trace", str(trace), "--table", str(script), "3"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0
     assert "script args: ['3']" in out
+    assert "nbprof: note: " in captured.err  # the recording's notes (as `view` says them)
     assert "aten::mul" in out  # the summary table
     assert page.is_file() and "nbprof_rendered" in page.read_text()
     names = {event.get("name") for event in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]}

@@ -77,3 +77,23 @@ def test_a_second_ctrl_c_while_writing_stops_with_one_line_and_no_half_file(tmp_
     assert rest == f"nbprof: interrupted again: not written: {page}, {trace} (no half file left)\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["long.py"]  # no temporary file
 
+
+
+def test_ctrl_c_during_convert_says_how_many_files_were_written(tmp_path, shared_traces):
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    for rank in range(4):
+        (inputs / f"r{rank}.json.gz").write_bytes((shared_traces / "gpu_training_step_68k.json.gz").read_bytes())
+    # A terminal's Ctrl-C goes to the whole process group (workers too): as here.
+    process = start("convert", inputs, "-o", out, "-j", "1", start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("*.parquet")):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    written = sorted(path.name for path in out.iterdir())
+    assert process.returncode == 130 and "Traceback" not in err
+    assert err == (f"nbprof: interrupted; {len(written)} of 4 Parquet files were written into {out} "
+                   "(no half file)\n")
+    assert 1 <= len(written) < 4 and all(name.endswith(".parquet") for name in written)

@@ -192,3 +192,9 @@ def test_convert_checks_its_folder_before_converting(trace_file, tmp_path):
     assert_one_line(nbprof_cli("convert", tmp_path / "none.parquet", "-o", tmp_path / "o"),
                     "no .json or .json.gz trace")
     assert json.loads(gzip.decompress(trace_file.read_bytes()))  # untouched
+
+
+def test_ranks_memory_limit_is_a_size_not_sql(tmp_path):
+    done = nbprof_cli("ranks", tmp_path, "--memory-limit", "1GB'; SELECT 1; --")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "not a memory size" in done.stderr
