@@ -203,6 +203,7 @@ class _LegacyRecords:
 
 # Ranges the recorder opens itself (anchors, warm-ups): never shown as the user's ops.
 PROFILER_RANGE_PREFIX = "nbprof::"
+LATE_ANCHOR_NS = 50_000  # an anchor error beyond this is worth a note (expected: a few us)
 
 
 def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int,
@@ -238,28 +239,9 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
     gpu_ns, placed, clocks = place_cuda_events(records, cpu_ns, table.devices, table.has_cuda,
                                                np.flatnonzero(is_anchor))
     gpu, counts = _gpu_intervals(table, push_rows, pop_rows, gpu_ns, placed)
-    notes = meta["notes"] = list(meta["notes"])
     if clocks:
         meta["gpu_clock"] = clocks
-    single = sorted(device for device, clock in clocks.items() if clock["anchors"] < 2)
-    if single:
-        notes.append(f"GPU {', '.join(map(str, single))}: one anchor, so the GPU clock's drift "
-                     "against the CPU clock is not corrected (~tens of us per second).")
-    if unmatched.any():
-        notes.append(f"{int(unmatched.sum())} ops had not ended when profiling stopped: shown "
-                     "with no length.")
-    if counts["async"]:
-        notes.append(f"{counts['async']} async or cross-thread ranges: CPU time only (their CUDA "
-                     "events do not bracket one op's GPU work).")
-    if counts["no_event"]:
-        notes.append(f"{counts['no_event']} ops had CUDA events torch could not time: no GPU "
-                     "interval.")
-    if counts["no_anchor"]:
-        notes.append(f"{counts['no_anchor']} ops ran on a device without an anchor: no GPU "
-                     "interval.")
-    if counts["negative"]:
-        notes.append(f"{counts['negative']} ops' CUDA events ended before they started (the "
-                     "current stream changed inside the op): no GPU interval.")
+    meta["notes"] = [*meta["notes"], *_legacy_notes(clocks, int(unmatched.sum()), counts)]
 
     name_id, names = intern_names(table.names[push_rows].tolist())
     thread, threads = _legacy_threads(table.thread_ids[push_rows], starting_id, starting_thread)
@@ -278,6 +260,37 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
         gpu_name_id=name_id[gpu_op_rows], gpu_device=gpu_device,
         gpu_stream=np.zeros(count, np.int32),  # the legacy records do not say which stream
         gpu_launch=gpu_op_rows, gpu_kind=np.full(count, KIND_OP, np.uint8), **extras)
+
+
+def _legacy_notes(clocks: dict, unmatched: int, counts: dict) -> list[str]:
+    """What the notes say about the CUDA-event path: the clocks and every op left without an
+    interval, counted by why."""
+    notes = []
+    unfitted = sorted(device for device, clock in clocks.items() if clock["drift_ppm"] is None)
+    if unfitted:
+        notes.append(f"GPU {', '.join(map(str, unfitted))}: one anchor, so the GPU clock's drift "
+                     "against the CPU clock is not corrected (~tens of us per second).")
+    late = {device: clock["anchor_error_ns"] for device, clock in clocks.items()
+            if clock["anchor_error_ns"] > LATE_ANCHOR_NS}
+    for device, error_ns in late.items():
+        notes.append(f"GPU {device}: its anchor was {error_ns / 1e3:.1f} us late (the records "
+                     "prove it: events cannot complete before they are recorded); shifted.")
+    if unmatched:
+        notes.append(f"{unmatched} ops had not ended when profiling stopped: shown "
+                     "with no length.")
+    if counts["async"]:
+        notes.append(f"{counts['async']} async or cross-thread ranges: CPU time only (their CUDA "
+                     "events do not bracket one op's GPU work).")
+    if counts["no_event"]:
+        notes.append(f"{counts['no_event']} ops had CUDA events torch could not time: no GPU "
+                     "interval.")
+    if counts["no_anchor"]:
+        notes.append(f"{counts['no_anchor']} ops ran on a device without an anchor: no GPU "
+                     "interval.")
+    if counts["negative"]:
+        notes.append(f"{counts['negative']} ops' CUDA events ended before they started (the "
+                     "current stream changed inside the op): no GPU interval.")
+    return notes
 
 
 def _gpu_intervals(table: _LegacyRecords, push_rows, pop_rows, gpu_ns, placed):

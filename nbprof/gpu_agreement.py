@@ -2,7 +2,7 @@
 
 With the legacy CUDA events and CUPTI's kernels in one trace, every op that has both can be
 checked: its event interval (push to pop on its stream) against the union of the kernels,
-memcpys and memsets that it and the ops nested in it launched. They agree when the op's GPU
+memcpys and memsets that it and the ops nested in it launched on the events' device. They agree when the op's GPU
 work is its kernels; they part when the events also hold queueing and launch gaps, or when
 the work went to a stream the events did not bracket (a side stream, NCCL's). numpy only.
 
@@ -18,11 +18,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
+from .analysis import KERNEL_WORK
+from .events import KIND_OP, Trace
 from .intervals import merge_by_group
 from .tables import make_table
 
-KERNEL_KINDS = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
 DISAGREE = 0.10  # event time and kernel time more than 10% apart
 
 
@@ -48,12 +48,13 @@ def op_gpu_times(trace: Trace) -> OpGpuTimes:
     event_end = np.full(len(trace), np.iinfo(np.int64).min)
     np.minimum.at(event_start, op, trace.gpu_start_ns[events])  # (one interval per op, but
     np.maximum.at(event_end, op, trace.gpu_end_ns[events])  # a loaded file may split one)
-    has_event = np.zeros(len(trace), np.bool_)
-    has_event[ops] = True
+    event_device = np.full(len(trace), -1, np.int64)  # -1: no event interval
+    event_device[op] = trace.gpu_device[events]
 
     kernel_op, kernel_row = _subtree_pairs(trace, np.flatnonzero(
-        np.isin(trace.gpu_kind, KERNEL_KINDS) & (trace.gpu_launch >= 0)))
-    keep = has_event[kernel_op]
+        np.isin(trace.gpu_kind, KERNEL_WORK) & (trace.gpu_launch >= 0)))
+    # only the kernels on the events' device: work sent to another GPU is not what they timed
+    keep = event_device[kernel_op] == trace.gpu_device[kernel_row]
     block_op, block_start, block_end = merge_by_group(
         kernel_op[keep], trace.gpu_start_ns[kernel_row[keep]], trace.gpu_end_ns[kernel_row[keep]])
     kernels_ns = np.bincount(block_op, weights=block_end - block_start,
@@ -94,6 +95,9 @@ class GpuAgreement:
     events_only: int
 
     def table(self, row_limit: int = 20) -> str:
+        if not len(self.names):
+            return ("No op has both a CUDA-event interval and kernels: the cross-check needs a GPU "
+                    "profile with the events and CUPTI's kernels (nbprof.profile(kernels=True)).")
         text = self.names.table(row_limit=row_limit)
         if self.events_only:
             text += (f"\n{self.events_only} ops with CUDA-event intervals launched no kernel "

@@ -30,7 +30,8 @@ def place_cuda_events(records, cpu_ns: np.ndarray, device: np.ndarray, has_cuda:
     ``anchor_rows``: the rows of the anchors' pushes (any order, any number per device).
     Returns ``(gpu_ns, placed, clocks)``: ``placed`` is False where an event could not be timed
     (no anchor on its device, or torch refused the elapsed time); ``clocks`` is, per anchored
-    device, ``{"anchor_error_ns", "drift_ppm", "anchors", "span_ns"}`` for ``meta["gpu_clock"]``.
+    device, ``{"anchor_error_ns", "drift_ppm", "anchors", "span_ns", "untimed_events"}`` for
+    ``meta["gpu_clock"]``.
     """
     gpu_ns = np.zeros(len(cpu_ns), np.int64)
     placed = np.zeros(len(cpu_ns), np.bool_)
@@ -62,7 +63,10 @@ def place_cuda_events(records, cpu_ns: np.ndarray, device: np.ndarray, has_cuda:
         placed[rows] = True
         clocks[dev] = {"anchor_error_ns": anchor_error_ns, "drift_ppm": drift_ppm,
                        "anchors": int(len(np.unique(cpu_ns[anchors]))),
-                       "span_ns": span_ns if last != first else None}
+                       "span_ns": span_ns if last != first else None,
+                       # elapsed times torch refused (events from a CUDA-graph capture...): the
+                       # recorder may have a CUDA error to clear after converting
+                       "untimed_events": int((~timed).sum())}
     return gpu_ns, placed, clocks
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .analysis import gpu_work_kinds
 from .events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, NO_ID, Trace
 from .intervals import covered_ns, gaps_in_windows, merge_by_group, touches_any, union_ns_by_group
 from .tables import make_table
@@ -204,9 +205,11 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
     cpu_busy = union_ns_by_group(step_of_event[rows], trace.start_ns[rows],
                                  np.minimum(trace.end_ns[rows], end[step_of_event[rows]]), steps)
 
-    # GPU work belongs to the step whose op launched it (else to the step it starts in).
+    # GPU work belongs to the step whose op launched it (else to the step it starts in). Kernels
+    # measure it where the trace has them: an op's CUDA-event interval beside them also holds the
+    # queueing and gaps between its kernels.
     kind = trace.gpu_kind
-    work = np.flatnonzero(np.isin(kind, (KIND_OP, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)))
+    work = np.flatnonzero(np.isin(kind, gpu_work_kinds(trace)))
     launch = trace.gpu_launch[work]
     at = np.where(launch >= 0, trace.start_ns[np.maximum(launch, 0)] if len(trace) else 0,
                   trace.gpu_start_ns[work])

@@ -29,7 +29,7 @@ import orjson
 from ..atomic import write_file
 from .lanes import assign_lanes
 from .read import paused_gc
-from ..events import GPU_KINDS, Trace
+from ..events import GPU_KINDS, KIND_OP, Trace
 
 FORMAT_VERSION = 1
 # Chrome category of each GPU kind: Kineto's names where Kineto has one.
@@ -250,10 +250,14 @@ def _gpu_lanes(trace: Trace, gpu_pid: int) -> _Lanes:
     # tids 1, 2, ...: one per (device, stream, lane) in use, ordered by device then stream.
     used = np.unique(group.astype(np.int64) * lanes_per_stream + lane)
     tid_of = np.zeros(streams.shape[1] * lanes_per_stream, np.int64)
+    # A stream of per-op CUDA-event intervals only is no real stream: the legacy records name none.
+    op_events_only = np.ones(streams.shape[1], bool)
+    np.logical_and.at(op_events_only, group, trace.gpu_kind == KIND_OP)
     for tid, key in enumerate(used.tolist(), start=1):
         stream_index, extra_lane = divmod(key, lanes_per_stream)
         tid_of[key] = tid
-        name = f"cuda:{streams[0, stream_index]} stream {streams[1, stream_index]}"
+        name = (f"cuda:{streams[0, stream_index]} (op events)" if op_events_only[stream_index] else
+                f"cuda:{streams[0, stream_index]} stream {streams[1, stream_index]}")
         if extra_lane:
             name += f" (overlapping {extra_lane})"
         metadata += _name_lane(gpu_pid, tid, name, tid)

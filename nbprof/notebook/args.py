@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import keyword
 import shlex
 
 from ..analysis import SORT_KEYS
@@ -44,9 +45,17 @@ def _non_negative_int(text: str) -> int:
     return _whole_number(text, 0, "must be 0 or more")
 
 
+def _row_limit(text: str) -> int:
+    return _whole_number(text, -1, "must be -1 (all rows) or more")
+
+
 def _identifier(text: str) -> str:
-    if not text.isidentifier():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Python variable name")
+    # "class" is an identifier to str.isidentifier, yet `class = ...` is a SyntaxError: the
+    # variable could be neither read nor written by the notebook's code.
+    if not text.isidentifier() or keyword.iskeyword(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Python variable name" + (" (it is a keyword)" if
+                                                         keyword.iskeyword(text) else ""))
     return text
 
 
@@ -82,7 +91,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--table", action="store_true", help="also print the summary table")
     parser.add_argument("--sort", metavar="KEY", choices=SORT_KEYS, default="cpu_time_total",
                         help=f"sort the summary by KEY, one of: {', '.join(SORT_KEYS)}")
-    parser.add_argument("--row-limit", metavar="N", type=int, default=20,
+    parser.add_argument("--row-limit", metavar="N", type=_row_limit, default=20,
                         help="rows in the printed summary (-1: all)")
     parser.add_argument("--no-display", action="store_true", help="show no timeline widget")
     parser.add_argument("--compare", metavar="VAR", type=_identifier,

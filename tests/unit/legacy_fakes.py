@@ -5,7 +5,7 @@ Each fake knows its true CPU time (epoch ns) and, when it has a CUDA event, the 
 its device's own clock: an arbitrary origin per device (cudaEventElapsedTime only gives
 differences), optionally running fast or slow against the CPU clock (``drift_ppm``). Failures
 are torch's: no event -> "Events were not recorded for CUDA", events on two devices -> "not on
-the same device"; elapsed GPU time is float32 milliseconds, as cudaEventElapsedTime returns it.
+the same device", an event from a CUDA-graph capture -> a CUDA error; elapsed GPU time is float32 milliseconds, as cudaEventElapsedTime returns it.
 """
 
 import numpy as np
@@ -21,6 +21,7 @@ class FakeRecord:
                  is_async=False):
         self._kind, self._name, self._handle, self._thread = kind, name, handle, thread_id
         self.cpu_ns, self._device, self.gpu_ns, self._async = cpu_ns, device, gpu_ns, is_async
+        self.captured = False  # recorded on a stream during CUDA-graph capture: never timed
 
     def kind(self):
         return self._kind
@@ -54,6 +55,8 @@ class FakeRecord:
             raise RuntimeError("Events were not recorded for CUDA")
         if self._device != other._device:
             raise RuntimeError("Events are not on the same device")
+        if self.captured or other.captured:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
         elapsed_ms = np.float32((other.gpu_ns - self.gpu_ns) / 1e6)  # cudaEventElapsedTime
         return float(elapsed_ms) * 1000.0
 

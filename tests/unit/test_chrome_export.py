@@ -101,8 +101,9 @@ def test_m_events_name_and_order_every_process_and_thread():
     assert process_names[gpu_pid] == "CUDA" and gpu_pid != 4242
     assert thread_names[(4242, 4242)] == "MainThread"
     gpu_lanes = sorted(name for (pid, _tid), name in thread_names.items() if pid == gpu_pid)
-    assert gpu_lanes == ["cuda:0 stream 7", "cuda:0 stream 8", "cuda:0 stream 9",
-                         "cuda:0 stream 9 (overlapping 1)", "cuda:1 stream 7"]
+    # stream 9 holds per-op CUDA-event intervals only: no real stream, and the name says so
+    assert gpu_lanes == ["cuda:0 (op events)", "cuda:0 (op events) (overlapping 1)",
+                         "cuda:0 stream 7", "cuda:0 stream 8", "cuda:1 stream 7"]
 
 
 def test_overlapping_slices_go_to_an_extra_tid_instead_of_being_dropped():

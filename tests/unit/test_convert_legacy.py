@@ -80,6 +80,7 @@ def test_ops_without_cuda_events_or_with_a_missing_one_get_none_and_a_note(recor
     trace = convert(recording)
     assert gpu_of(trace, "aten::empty")[1] == ()
     assert gpu_of(trace, "aten::mul")[1] == ()
+    assert trace.meta["gpu_clock"][0]["untimed_events"] == 0  # mul's pop has none to time
     assert any("could not time" in note for note in trace.meta["notes"])
     assert ANCHOR not in trace.names  # anchors are the profiler's, not the user's
     assert len(trace) == 6

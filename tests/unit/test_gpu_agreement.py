@@ -94,6 +94,7 @@ def test_a_trace_with_one_kind_keeps_the_cuda_columns():
     assert "GPU (kernels)" not in trace.table() and "CUDA total" in trace.table()
     assert trace.key_averages()[0].cuda_time_total == pytest.approx(0.007)
     assert len(records(trace.gpu_agreement().ops)) == 0
+    assert trace.gpu_agreement().table().startswith("No op has both")
 
 
 def test_the_clock_and_agreement_modules_import_no_torch_bokeh_or_ipython():
@@ -126,3 +127,55 @@ def test_busy_time_and_lanes_say_what_measured_them():
                               gpu_launch=[0], gpu_kind=[OP])
     assert "GPU busy (kernels)" not in events_only.table()
     assert build_lanes(events_only).labels == ["main (1)", "GPU 1 (op events)"]
+
+
+def test_an_exported_and_reloaded_trace_keeps_the_cross_check_and_the_gpu_clock(tmp_path):
+    import nbprof
+
+    trace = both_kinds()
+    trace.meta["gpu_clock"] = {0: {"anchor_error_ns": 1_700, "drift_ppm": 12.5, "anchors": 2,
+                                   "span_ns": 10 ** 9, "untimed_events": 0}}
+    path = trace.export_chrome_trace(tmp_path / "both.json.gz")
+    loaded = nbprof.load(path)
+    assert records(loaded.gpu_agreement().ops) == records(trace.gpu_agreement().ops)
+    assert loaded.meta["gpu_clock"] == trace.meta["gpu_clock"]  # device keys stay ints
+
+
+def test_kernels_on_another_device_are_not_what_the_events_timed():
+    # aten::copy_ [0, 100) with events on device 0 and two nested launches: one kernel on
+    # device 0, one (a peer copy's) on device 1
+    trace = Trace.build(
+        start_ns=[0, 10, 50], end_ns=[100, 20, 60], thread=[0, 0, 0], name_id=[0, 1, 1],
+        names=["aten::copy_", "cudaLaunchKernel", "k"], threads=[(1, 1, "main")],
+        gpu_start_ns=[15, 20, 30], gpu_end_ns=[115, 110, 500], gpu_name_id=[0, 2, 2],
+        gpu_device=[0, 0, 1], gpu_stream=[0, 7, 7], gpu_launch=[0, 1, 2],
+        gpu_kind=[OP, KERNEL, KERNEL])
+    (row,) = records(trace.gpu_agreement().ops)
+    assert row["kernels_us"] == pytest.approx(0.090) and row["end_offset_us"] == pytest.approx(0.005)
+
+
+def test_the_kernel_summary_lists_kernels_not_op_events_where_it_has_both():
+    summary = records(both_kinds().kernel_summary())
+    assert {row["name"] for row in summary} == {"gemm", "relu_kernel"}
+    assert sum(row["total_us"] for row in summary) == pytest.approx(0.320 + 0.040 + 0.060)
+
+
+def test_the_cross_check_on_what_the_recorders_converter_builds():
+    # Kineto's ops + the legacy events + CUPTI's kernels through match_events (the fakes of
+    # test_match_events.py): mm's events bracket its kernel closely, relu's hold 1.2 us more
+    from test_match_events import convert, kineto_records
+
+    trace = convert(kineto_records())
+    ops = records(trace.gpu_agreement().ops)
+    by_name = {}
+    for row in ops:
+        by_name.setdefault(row["name"], []).append(row)
+    assert {name: len(rows) for name, rows in by_name.items()} == {
+        "aten::mm": 2, "aten::relu": 1, "MmBackward0": 1}
+    first_mm = min(by_name["aten::mm"], key=lambda row: row["id"])
+    assert first_mm["kernels_us"] == pytest.approx(23.5, abs=0.01)
+    assert first_mm["events_us"] == pytest.approx(25.0, abs=0.3)
+    assert not first_mm["disagree"]
+    (relu,) = by_name["aten::relu"]
+    assert relu["ratio"] == pytest.approx(5.0 / 3.8, abs=0.1) and relu["disagree"]
+    assert "GPU (kernels)" in trace.table()

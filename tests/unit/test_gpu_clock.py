@@ -46,6 +46,7 @@ def test_a_late_anchor_is_measured_and_its_device_shifted_back_onto_the_cpu_cloc
                                     ("aten::relu", 90_000, 500), ("aten::mul", 30_500, 500)]:
         # Left: what is unprovable (the idle GPU's own 500 / 800 ns); placement is ~250 ns.
         assert starts[name] == pytest.approx(true_start - slack, abs=260), name
+    assert not any("late" in note for note in trace.meta["notes"])  # 2.5 us: as expected
     for event in trace.events:  # no GPU interval starts before its op was recorded
         for kernel in event.kernels:
             assert kernel.interval.start_ns >= event.cpu_interval.start_ns
@@ -140,3 +141,26 @@ def test_warm_up_records_before_the_anchor_are_the_profilers_not_the_users():
     rec.op("aten::mm", 5_000, 6_000, gpu=(5_500, 9_000))
     trace = convert(rec)
     assert trace.names == ["aten::mm"] and len(trace.kernels) == 1
+
+
+def test_a_very_late_anchor_is_said_in_a_note():
+    rec = Recording()
+    rec.anchor(0, 1_000, latency_ns=200_000)  # e.g. the first event on a cold device
+    rec.op("aten::add", 300_000, 301_000, gpu=(300_500, 301_500))
+    trace = convert(rec)
+    assert trace.meta["gpu_clock"][0]["anchor_error_ns"] == pytest.approx(199_500, abs=5)
+    assert any("199.5 us late" in note for note in trace.meta["notes"])
+
+
+def test_an_event_torch_will_not_time_breaks_no_chain():
+    rec = Recording()
+    rec.anchor(0, 1_000)
+    rec.op("aten::mm", 5_000, 6_000, gpu=(5_500, 9_000))
+    rec.op("captured", 10_000, 11_000, gpu=(12_000, 13_000))  # recorded during graph capture
+    rec.op("aten::relu", 14_000, 15_000, gpu=(14_500, 16_000))
+    rec.lists[1][-4].captured = True  # the push of "captured"
+    trace = convert(rec)
+    assert set(gpu_starts(trace)) == {"aten::mm", "aten::relu"}
+    assert gpu_starts(trace)["aten::relu"] == pytest.approx(14_000, abs=260)  # 500 ns slack
+    assert trace.meta["gpu_clock"][0]["untimed_events"] == 1
+    assert any("could not time" in note for note in trace.meta["notes"])

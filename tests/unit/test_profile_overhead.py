@@ -46,6 +46,6 @@ def test_the_cli_prints_the_overhead(tmp_path, capsys):
 
     script = tmp_path / "work.py"
     script.write_text("import torch\nfor _ in range(300):\n    torch.ones(4).mul(2)\n")
-    assert main(["run", str(script), "-o", str(tmp_path / "page.html")]) == 0
+    assert main(["run", "-o", str(tmp_path / "page.html"), str(script)]) == 0
     out = capsys.readouterr().out
     assert "nbprof: profiler overhead ≈ " in out and "% of this cell" in out

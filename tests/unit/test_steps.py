@@ -80,15 +80,17 @@ def test_a_sync_gap_names_the_blocking_call():
 
 def test_gpu_busy_is_the_union_of_a_steps_work_not_its_sum():
     # two streams overlap (0..100 and 50..150), a CUDA-event op interval holds a kernel (200..300
-    # holds 220..240), a copy runs under a kernel; communication is told apart by name
+    # holds 220..240: the kernels measure the work, the interval's idle rest is not busy), a copy
+    # runs under a kernel; communication is told apart by name
     trace = build([("ProfilerStep#1", 0, 400), ("aten::mm", 0, 10), ("aten::add", 10, 20),
                    ("aten::copy_", 20, 30), ("nccl:all_reduce", 30, 40)],
                   [("k1", 0, 100, 1, 7), ("k2", 50, 150, 2, 8), ("aten::add", 200, 300, 2, 7, "op"),
                    ("k3", 220, 240, 2, 7), ("Memcpy HtoD", 60, 90, 3, 9, "memcpy"),
                    ("ncclKernel_AllReduce", 300, 350, 4, 9)])
     [step] = rows(trace.steps())
-    assert step["gpu_busy_us"] == pytest.approx(150 + 100 + 50)
-    assert step["compute_us"] == pytest.approx(250)
+    # the op's event interval (200..300) is not work where kernels are known: only k3 inside it
+    assert step["gpu_busy_us"] == pytest.approx(150 + 20 + 50)
+    assert step["compute_us"] == pytest.approx(170)
     assert step["memcpy_us"] == pytest.approx(0)  # hidden under k1 / k2: counted once, as compute
     assert step["communication_us"] == pytest.approx(50)
     assert step["gpu_busy_us"] < sum(k[2] - k[1] for k in [(0, 0, 100), (0, 50, 150), (0, 200, 300),
@@ -222,3 +224,11 @@ def test_same_label_steps_that_do_not_overlap_stay_apart():
                    ("ProfilerStep#0", 220, 300, 1)], threads=((1, 1, "main"), (2, 2, "rank 1")))
     windows = [(r["start_ns"], r["end_ns"]) for r in rows(trace.steps())]
     assert windows == [(0, 100 * US), (200 * US, 300 * US)]  # the overlapping pair is one step
+
+
+def test_without_kernels_the_op_event_intervals_are_the_gpu_work():
+    # no CUPTI: the per-op CUDA-event intervals are all the trace knows of the GPU
+    trace = build([("ProfilerStep#1", 0, 400), ("aten::mm", 0, 10), ("aten::add", 10, 20)],
+                  [("aten::mm", 5, 105, 1, 7, "op"), ("aten::add", 200, 260, 2, 7, "op")])
+    [step] = rows(trace.steps())
+    assert step["gpu_busy_us"] == pytest.approx(100 + 60)
