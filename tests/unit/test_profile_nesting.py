@@ -180,8 +180,8 @@ def test_the_magic_warns_under_the_cell_and_notes_it():
 def test_nbprof_run_warns_on_stderr(tmp_path):
     script = tmp_path / "inner.py"
     script.write_text(INNER_TORCH_PROFILER)
-    child = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", str(script), "-o",
-                            str(tmp_path / "page.html")], cwd=ROOT, capture_output=True,
+    child = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", "-o",
+                            str(tmp_path / "page.html"), str(script)], cwd=ROOT, capture_output=True,
                            text=True, timeout=300)
     assert child.returncode == 0, child.stderr
     assert "torch.profiler was started inside this block" in child.stderr
