@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 
 from .cli_paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
 
@@ -99,6 +100,10 @@ def _outputs(options, expand_rank, meta) -> dict[str, pathlib.Path]:
 def _profile_script(profile, script: pathlib.Path, script_args: list[str]):
     """Run the script under the profiler: (the exit status `python SCRIPT` would have, the trace,
     whether Ctrl-C ended it)."""
+    # The profile's own warnings ("nbprof: torch.profiler ended nbprof's recording") are said once,
+    # as notes after the run, not also as a RuntimeWarning pointing at this file.
+    warnings.filterwarnings("ignore", message="nbprof: ", category=RuntimeWarning,
+                            module=__name__)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(script), *script_args]
     sys.path.insert(0, str(script.resolve().parent))  # as `python script.py` would

@@ -108,3 +108,13 @@ def test_a_warm_up_run_that_raises_says_nothing_was_profiled(shell):
     assert isinstance(result.error_in_exec, OSError)
     assert "warm-up run 1 of 2 raised (nothing was profiled)" in shown(out)
     assert not profiler.is_active()
+
+
+def test_torch_profiler_inside_the_cell_is_said_under_it_in_one_plain_line(shell):
+    result, out = run(shell, "%%cudaprof --no-display -o cut\ntorch.ones(2).add(1)\n"
+                             "with torch.profiler.profile():\n    torch.ones(2).mul(2)\n")
+    assert result.success
+    said = [line for line in out.stderr.splitlines() if "torch.profiler" in line]
+    assert said == [line for line in said if line.startswith("%%cudaprof: torch.profiler was started")]
+    assert len(said) == 1 and "RuntimeWarning" not in out.stderr and "magic.py" not in out.stderr
+    assert not profiler.is_active()
