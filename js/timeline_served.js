@@ -57,7 +57,7 @@ function chooseEntries(S) {
     if (viewKey() !== key || S.requested === key) return;
     S.requested = key;
     const [x0, x1, width, minDuration] = key.split("|").map(Number);
-    view_request.data = {x0: [x0], x1: [x1], width: [width], min_duration: [minDuration], key: [key]};
+    served_request.data = {x0: [x0], x1: [x1], width: [width], min_duration: [minDuration], key: [key]};
   }, SERVED_DEBOUNCE_MS);
 }
 

@@ -76,6 +76,16 @@ def key_averages(trace: Trace, sort_by: str = "cpu_time_total") -> list[KeyAvera
     return sort_rows(rows, sort_by)
 
 
+KERNEL_WORK = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
+
+
+def gpu_work_kinds(trace: Trace) -> tuple:
+    """The GPU intervals that measure GPU work: kernels, memcpys and memsets where the trace has
+    them (per-op CUDA-event intervals beside them would count the same work again, with the
+    queueing and gaps they hold), else the per-op CUDA-event intervals too."""
+    return KERNEL_WORK if np.isin(trace.gpu_kind, KERNEL_WORK).any() else (KIND_OP, *KERNEL_WORK)
+
+
 def has_events_and_kernels(trace: Trace) -> bool:
     """Whether the trace has per-op CUDA-event intervals and other GPU work (kernels) both."""
     is_op = trace.gpu_kind == KIND_OP
@@ -119,10 +129,9 @@ def busy_lines(trace: Trace) -> list[str]:
     if (trace.gpu_kind == KIND_OP).any():
         lines.append("GPU busy (op events): "
                      f"{format_us(gpu_busy_ns(trace, [KIND_OP]) / 1e3)} (per stream, summed)")
-    work = [KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET]
-    if np.isin(trace.gpu_kind, work).any():
+    if np.isin(trace.gpu_kind, KERNEL_WORK).any():
         lines.append("GPU busy (kernels): "
-                     f"{format_us(gpu_busy_ns(trace, work) / 1e3)} (per stream, summed)")
+                     f"{format_us(gpu_busy_ns(trace, KERNEL_WORK) / 1e3)} (per stream, summed)")
     return lines
 
 

@@ -18,11 +18,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
+from .analysis import KERNEL_WORK
+from .events import KIND_OP, Trace
 from .intervals import merge_by_group
 from .tables import make_table
 
-KERNEL_KINDS = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
 DISAGREE = 0.10  # event time and kernel time more than 10% apart
 
 
@@ -52,7 +52,7 @@ def op_gpu_times(trace: Trace) -> OpGpuTimes:
     event_device[op] = trace.gpu_device[events]
 
     kernel_op, kernel_row = _subtree_pairs(trace, np.flatnonzero(
-        np.isin(trace.gpu_kind, KERNEL_KINDS) & (trace.gpu_launch >= 0)))
+        np.isin(trace.gpu_kind, KERNEL_WORK) & (trace.gpu_launch >= 0)))
     # only the kernels on the events' device: work sent to another GPU is not what they timed
     keep = event_device[kernel_op] == trace.gpu_device[kernel_row]
     block_op, block_start, block_end = merge_by_group(
@@ -95,6 +95,9 @@ class GpuAgreement:
     events_only: int
 
     def table(self, row_limit: int = 20) -> str:
+        if not len(self.names):
+            return ("No op has both a CUDA-event interval and kernels: the cross-check needs a GPU "
+                    "profile with the events and CUPTI's kernels (nbprof.profile(kernels=True)).")
         text = self.names.table(row_limit=row_limit)
         if self.events_only:
             text += (f"\n{self.events_only} ops with CUDA-event intervals launched no kernel "

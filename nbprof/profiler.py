@@ -282,8 +282,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 known_names = self._thread_names.stop()
                 with _state_lock:
                     _active_profile = None
-            trace = self._numba_launches.add_to(self._to_trace(self._raw, known_names),
-                                                known_names)
+            raw, self._raw = self._raw, None  # the records go once converted: ~100 B an event
+            trace = self._numba_launches.add_to(self._to_trace(raw, known_names), known_names)
+            del raw
             self.trace = self._with_findings(trace, taken_over)
         if taken_over or self._hand_over.flag_lost:
             warnings.warn(f"nbprof: {self.trace.meta['notes'][-1]}", RuntimeWarning, stacklevel=2)

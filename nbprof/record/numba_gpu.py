@@ -160,21 +160,37 @@ def match_launches_to_ops(launch_start_ns, launch_end_ns, op_start_ns, op_end_ns
 
 
 def record_function_ops(trace, timed: dict) -> dict:
-    """{launch: row in ``trace`` of its record_function's op} for ``timed``, {launch: (slice
-    name, start_ns, end_ns)} of the launches torch's profiler timed; a launch whose op is missing
-    is left out."""
-    by_name: dict = {}
-    for launch, (name, start_ns, end_ns) in timed.items():
-        by_name.setdefault(name, []).append((launch, start_ns, end_ns))
+    """{launch: row in ``trace`` of its record_function's op} for ``timed``, {launch: (OS thread
+    id, slice name, start_ns, end_ns)} of the launches torch's profiler timed; a launch whose op
+    is missing is left out. Where a thread's lane holds as many ops of that name as it launched,
+    they pair up in order (one thread runs its launches one after another; Kineto's clock may
+    differ from ``time.time_ns`` by more than rounding); otherwise by time
+    (:func:`match_launches_to_ops`) among that name's ops on every lane: the legacy records know
+    torch's autograd workers by torch's own small ids, not OS ids."""
+    groups: dict = {}
+    for launch, (tid, name, start_ns, end_ns) in timed.items():
+        groups.setdefault((tid, name), []).append((start_ns, launch, end_ns))
     name_ids = {name: index for index, name in enumerate(trace.names)}
-    found = {}
-    for name, launches in by_name.items():
+    lane_tids = np.array([thread.tid for thread in trace.threads], np.int64)
+    row_tids = lane_tids[trace.thread] if len(lane_tids) else np.zeros(0, np.int64)
+    found, taken = {}, set()
+    for (tid, name), launches in groups.items():
         if name not in name_ids:
             continue
-        ops = np.flatnonzero(trace.name_id == name_ids[name])
-        matched = match_launches_to_ops([start for _, start, _ in launches],
+        launches.sort()
+        rows = np.flatnonzero(trace.name_id == name_ids[name])
+        on_lane = rows[row_tids[rows] == tid]
+        if len(on_lane) == len(launches):
+            pairs = zip(launches, on_lane[np.argsort(trace.start_ns[on_lane], kind="stable")])
+            found.update({launch: int(row) for (_, launch, _), row in pairs})
+            taken.update(on_lane.tolist())
+            continue
+        free = np.array([row for row in rows.tolist() if row not in taken], np.int64)
+        matched = match_launches_to_ops([start for start, _, _ in launches],
                                         [end for _, _, end in launches],
-                                        trace.start_ns[ops], trace.end_ns[ops])
-        found.update({launch: int(ops[op]) for (launch, _, _), op in zip(launches, matched.tolist())
-                      if op >= 0})
+                                        trace.start_ns[free], trace.end_ns[free])
+        for (_, launch, _), op in zip(launches, matched.tolist()):
+            if op >= 0:
+                found[launch] = int(free[op])
+                taken.add(int(free[op]))
     return found

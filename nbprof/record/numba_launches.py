@@ -27,12 +27,11 @@ import sys
 import threading
 from time import time_ns
 
-import numpy as np
 
 from ..events import Trace
 from .numba_gpu import NumbaEventClock, TorchLaunchTiming, record_function_ops
-from .numba_rows import (NewRows, argument_signature, dim3, entry_names, line_of, raw_argument,
-                         source_location)
+from .numba_rows import (NewRows, argument_signature, dim3, entry_names, event_intervals_of,
+                         line_of, link_cupti_kernels, raw_argument, source_location)
 
 NOTE_NO_NUMBA = ("numba.cuda kernel launches were not recorded: numba.cuda cannot be imported "
                  "({error}). Install numba-cuda to see numba kernels on the timeline.")
@@ -40,6 +39,8 @@ NOTE_SIMULATED = ("numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1): GPU timings ar
                   "numba kernel's GPU interval is the simulator's run of it on the CPU.")
 NOTE_NO_GPU_TIMES = ("numba kernels: CPU slices only ({why}), no GPU intervals.")
 NOTE_UNTIMED = "{count} numba launches could not be timed on the GPU ({error}): no GPU interval."
+NOTE_UNPAIRED = ("{count} CUPTI kernels of numba functions could not be paired with their "
+                 "launches (the counts differ): not linked.")
 NOTE_UNMATCHED = ("{count} numba launches timed by torch's profiler are missing from its records:"
                   " CPU slices only.")
 
@@ -73,7 +74,8 @@ def stream_handle(stream) -> int:
 
 def _per_thread_default_stream() -> bool:
     """Whether cuda-python (numba-cuda's driver binding) makes stream 0 the per-thread default."""
-    return os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in ("", "0")
+    flag = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip()
+    return flag not in ("", "0")
 
 
 def _record(events, index: int, stream) -> bool:
@@ -115,7 +117,8 @@ class NumbaLaunchRecorder:
     def launches(self) -> list:
         """One tuple per launch: (tid, start_ns, end_ns, qualname, grid, block, stream handle,
         shared memory, argument signature, the caller's code object and its f_lasti, CUDA
-        event pair / TORCH_TIMED / None, error, numba's dispatcher (the simulator: the function))."""
+        event pair / TORCH_TIMED / None, error, numba's dispatcher (the simulator's: the
+        function))."""
         fields = self._launch_fields
         signatures = list(self._signature_ids)
         rows = [tuple(fields[at:at + LAUNCH_FIELDS]) for at in range(0, len(fields), LAUNCH_FIELDS)]
@@ -307,16 +310,23 @@ class NumbaLaunchRecorder:
         rows = NewRows(trace, meta.get("pid"), known_names or {}, self.device)
         base = int(meta.get("base_time_ns", 0))
         launches = self.launches
-        timed = {index: (NAME_PREFIX + launch[3], launch[1] - base, launch[2] - base)
+        timed = {index: (launch[0], NAME_PREFIX + launch[3], launch[1] - base, launch[2] - base)
                  for index, launch in enumerate(launches) if launch[11] == TORCH_TIMED}
         op_of = record_function_ops(trace, timed)
         op_rows = [op_of.get(index, -1) for index in range(len(launches))]
         compile_ends = _compile_ends(self.compiles)
-        unmatched = 0
+        op_intervals = event_intervals_of(trace, {row for row in op_rows if row >= 0})
+        unmatched, own_rows = 0, []
         for launch, op_row in zip(launches, op_rows):
             if launch[11] == TORCH_TIMED and op_row < 0:
                 unmatched += 1
-            self._add_launch(rows, launch, base, op_row, compile_ends)
+            own = self._add_launch(rows, launch, base, op_row, compile_ends, op_intervals)
+            if own is not None:
+                own_rows.append(own)
+        if not self.simulator:
+            unpaired = link_cupti_kernels(rows, own_rows)
+            if unpaired:
+                meta["notes"].append(NOTE_UNPAIRED.format(count=unpaired))
         for tid, start_ns, end_ns, qualname in self.compiles:
             rows.cpu(tid, start_ns - base, end_ns - base, COMPILE_PREFIX + qualname,
                      {"what": "numba.cuda JIT compilation (first launch of a signature)"})
@@ -328,8 +338,10 @@ class NumbaLaunchRecorder:
             meta["notes"].append(NOTE_UNMATCHED.format(count=unmatched))
         return rows.build(meta)
 
-    def _add_launch(self, rows: NewRows, launch, base_ns: int, op_row: int,
-                    compile_ends: dict) -> None:
+    def _add_launch(self, rows: NewRows, launch, base_ns: int, op_row: int, compile_ends: dict,
+                    op_intervals: dict):
+        """Into ``rows`` (``op_intervals``: op row -> its CUDA-event GPU rows). Returns (slice
+        name, row, start_ns, args) where the launch got a slice of its own (not torch's op)."""
         (tid, start_ns, end_ns, qualname, grid, block, handle, sharedmem, arg_sigs,
          code, instruction, events, error, dispatcher) = launch
         name = NAME_PREFIX + qualname
@@ -349,15 +361,17 @@ class NumbaLaunchRecorder:
         # the kernel starts after a compilation inside its launch (its CPU time: a lower bound)
         compiled_ns = max((end - base_ns for end in compile_ends.get(tid, ())
                            if start_ns <= end <= end_ns), default=None)
-        if op_row >= 0:  # torch's profiler timed it: its op is the launch's slice
+        if op_row >= 0:  # torch's profiler timed it: its op is the launch's slice (and Kineto
+            # links CUPTI's kernel to that op by correlation)
             rows.annotate(op_row, args)
-            for gpu_row in np.flatnonzero(rows.trace.gpu_launch == op_row).tolist():
+            for gpu_row in op_intervals.get(op_row, ()):
                 gpu_start = int(rows.trace.gpu_start_ns[gpu_row])
                 clipped = None if compiled_ns is None else min(max(gpu_start, compiled_ns),
                                                                int(rows.trace.gpu_end_ns[gpu_row]))
                 rows.move_gpu(gpu_row, stream, {"stream handle": hex(handle)}, clipped)
-            return
+            return None
         row = rows.cpu(tid, start_ns - base_ns, end_ns - base_ns, name, args)
+        own = (name, row, start_ns - base_ns, args)
         if self.simulator:
             rows.gpu(start_ns - base_ns, end_ns - base_ns, name, stream, row,
                      {"simulated": "the simulator's run on the CPU"})
@@ -370,9 +384,10 @@ class NumbaLaunchRecorder:
             except Exception as failure:  # noqa: BLE001  (not recorded, another context's)
                 self._untimed += 1
                 self._untimed_error = failure
-                return
+                return own
             rows.gpu(gpu_start_ns, gpu_end_ns, name, stream, row,
                      {"stream handle": hex(handle), "timed by": "numba's CUDA events"})
+        return own
 
     def _stream_number(self, handle: int) -> int:
         """0 for the default stream, then 1, 2, ... for streams in order of first launch."""

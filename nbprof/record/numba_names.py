@@ -98,3 +98,31 @@ def numba_kernel_of(kernel_name: str, known_launches: dict) -> str | None:
         return exact
     path = mangled_path(kernel_name)
     return None if path is None else known_launches.get(path)
+
+
+def pair_kernels_with_launches(kernel_names, kernel_start_ns, launches, known_launches):
+    """CUPTI kernels that no op launched (numba launches off the threads torch's profiler wraps
+    in a record_function) paired with numba launches: ``launches`` is (slice name, row, CPU
+    start ns) per launch. Kernels of one function run in the order they were launched, so the
+    k-th kernel of a name goes to the k-th launch of that name, where the counts agree. Returns
+    ({kernel index: launch row}, how many kernels of known numba functions stayed unpaired)."""
+    kernels: dict = {}
+    slice_of: dict = {}  # a trace has many kernels and few names: parse each name once
+    for index, (name, start_ns) in enumerate(zip(kernel_names, kernel_start_ns)):
+        slice_name = slice_of.get(name, slice_of)
+        if slice_name is slice_of:
+            slice_name = slice_of[name] = numba_kernel_of(name, known_launches)
+        if slice_name is not None:
+            kernels.setdefault(slice_name, []).append((int(start_ns), index))
+    by_name: dict = {}
+    for slice_name, row, start_ns in launches:
+        by_name.setdefault(slice_name, []).append((int(start_ns), row))
+    paired, unpaired = {}, 0
+    for slice_name, found in kernels.items():
+        launched = by_name.get(slice_name, [])
+        if len(launched) != len(found):
+            unpaired += len(found)
+            continue
+        for (_, index), (_, row) in zip(sorted(found), sorted(launched)):
+            paired[index] = row
+    return paired, unpaired

@@ -8,7 +8,8 @@ import sys
 
 import numpy as np
 
-from ..events import KIND_OP, Thread, Trace
+from ..events import KIND_KERNEL, KIND_OP, Thread, Trace
+from .numba_names import known_numba_launches, pair_kernels_with_launches
 
 CATEGORY = "numba"
 _IPYTHON_INPUT = re.compile(r"^<ipython-input-(\d+)-")
@@ -97,6 +98,7 @@ class NewRows:
         self.gpu_args = dict(trace.gpu_args)
         self.gpu_stream = trace.gpu_stream.copy()
         self.gpu_start_ns = trace.gpu_start_ns.copy()
+        self.gpu_launch = trace.gpu_launch.copy()
 
     def _name_id(self, name: str) -> int:
         if name not in self.name_ids:
@@ -136,6 +138,11 @@ class NewRows:
             self.gpu_start_ns[gpu_row] = start_ns
         self.gpu_args[gpu_row] = {**self.gpu_args.get(gpu_row, {}), **args}
 
+    def link_gpu(self, gpu_row: int, launch_row: int) -> None:
+        """The existing GPU interval ``gpu_row`` (a CUPTI kernel no op launched) was launched
+        by ``launch_row`` (one of the CPU rows added here)."""
+        self.gpu_launch[gpu_row] = launch_row
+
     def build(self, meta) -> Trace:
         trace = self.trace
         cpu = np.array(self.cpu_rows, np.int64).reshape(-1, 4)
@@ -153,7 +160,35 @@ class NewRows:
             gpu_name_id=np.concatenate([trace.gpu_name_id, gpu[:, 2]]),
             gpu_device=np.concatenate([trace.gpu_device, np.full(len(gpu), self.device, np.int16)]),
             gpu_stream=np.concatenate([self.gpu_stream, gpu[:, 3]]),
-            gpu_launch=np.concatenate([trace.gpu_launch, gpu[:, 4]]),
+            gpu_launch=np.concatenate([self.gpu_launch, gpu[:, 4]]),
             gpu_kind=np.concatenate([trace.gpu_kind, np.full(len(gpu), KIND_OP)]),
             meta=meta, event_args=self.event_args, gpu_args=self.gpu_args,
             shapes=trace.shapes, stacks=trace.stacks)
+
+
+def event_intervals_of(trace: Trace, op_rows: set) -> dict:
+    """op row -> its GPU rows of kind op (the CUDA-event interval; not CUPTI's kernels)."""
+    found: dict = {}
+    if op_rows:
+        candidates = np.flatnonzero(trace.gpu_kind == KIND_OP)
+        for gpu_row, launch in zip(candidates.tolist(), trace.gpu_launch[candidates].tolist()):
+            if launch in op_rows:
+                found.setdefault(launch, []).append(gpu_row)
+    return found
+
+
+def link_cupti_kernels(rows: NewRows, own_rows: list) -> int:
+    """CUPTI's kernels that no op launched, linked to the numba launches (with their own
+    slices) that ran them, through numba's mangled entry names; ``own_rows``: (slice name, row,
+    start_ns, args) of those launches. Returns how many such kernels stayed unpaired."""
+    trace = rows.trace
+    unlinked = np.flatnonzero((trace.gpu_kind == KIND_KERNEL) & (trace.gpu_launch < 0))
+    if not own_rows or not len(unlinked):
+        return 0
+    known = known_numba_launches((name, args) for name, _, _, args in own_rows)
+    paired, unpaired = pair_kernels_with_launches(
+        [trace.names[trace.gpu_name_id[row]] for row in unlinked.tolist()],
+        trace.gpu_start_ns[unlinked], [own[:3] for own in own_rows], known)
+    for index, launch_row in paired.items():
+        rows.link_gpu(int(unlinked[index]), launch_row)
+    return unpaired

@@ -5,7 +5,7 @@ and the browser's decode grow with the trace. Past ``max_embedded_events`` the p
 bars of the whole trace drawn at a fixed resolution instead (events narrower than 3 of its "pixels"
 merged into per-row busy blocks where the gaps are under one; longer events kept exact), and says
 so in its note. In a notebook the browser also asks the kernel for each view it settles on
-(``view_request``: x range, plot width, minimum duration); the kernel answers with just that
+(``served_request``: x range, plot width, minimum duration); the kernel answers with just that
 view's bars (``served_answer``), computed here from the Trace's sorted columns, and the browser
 draws them with the same code as embedded events (js/timeline_served.js).
 
@@ -27,7 +27,7 @@ from bokeh.models import ColumnDataSource
 from numba import njit
 
 from ..events import Trace
-from .data import _deltas_within_rows, _detail_texts, _gaps_within_rows, lane_info
+from .data import _deltas_within_rows, _detail_texts, _gaps_within_rows, lane_info, runtime_calls
 from .lanes import Lanes, cpu_families, gpu_families
 from .packing import pack_columns
 
@@ -191,11 +191,14 @@ class Served:
         self.columns = row_columns(trace, lanes)
         self.family = np.concatenate([cpu_families(trace), gpu_families(trace)])
         self.cpu_detail, self.gpu_detail = _detail_texts(trace)
+        # per GPU interval, the op that launched it and the runtime call that did (-1: unknown)
+        self.launch_op = trace.gpu_launch.astype(np.int64)
+        self.launch_call = runtime_calls(trace)
         self.coarse, self.resolution_ns = coarse_level(self.columns, budget)
         self._last_key = None
         # The browser writes the view it settled on; the kernel (jupyter_bokeh syncs both ways)
         # writes that view's bars back. A static page has no kernel: it keeps the coarse level.
-        self.request = ColumnDataSource({}, name="nbprof_view_request")
+        self.request = ColumnDataSource({}, name="nbprof_served_request")
         self.answer_source = ColumnDataSource({}, name="nbprof_served_answer")
 
     def connect(self, callback) -> None:
@@ -226,7 +229,7 @@ class Served:
                 "every event of the view you stop at; for a page with all of them: nbprof view --full")
 
     def answer(self, request: dict) -> dict | None:
-        """The served_answer source's data for one view_request's data; None for a repeat
+        """The served_answer source's data for one served_request's data; None for a repeat
         (jupyter_bokeh runs a change's callback twice) or a malformed request."""
         try:
             x0, x1 = float(request["x0"][0]), float(request["x1"][0])
@@ -265,8 +268,10 @@ class Served:
             "id_delta": _deltas_within_rows(local, first_of_row),
             "name_id": np.where(is_gpu, gpu_name, cpu_name),
             "family": self.family[index],
-            "gpu_launch": self._launches(index[is_gpu] - n_cpu_events, single[is_gpu],
-                                         event_id, local, single & ~is_gpu),
+            "gpu_launch": self._launches(self.launch_op, index[is_gpu] - n_cpu_events,
+                                         single[is_gpu], event_id, local, single & ~is_gpu),
+            "gpu_runtime": self._launches(self.launch_call, index[is_gpu] - n_cpu_events,
+                                          single[is_gpu], event_id, local, single & ~is_gpu),
             # per entry: how many events it stands for; busy time only where that is not its
             # duration (blocks); trace ids as deltas within the row, like id_delta
             "count": bars.count, "block_busy": bars.busy[~single],
@@ -278,10 +283,11 @@ class Served:
         return packed, {"layout": layout, "n_cpu": int(np.count_nonzero(~is_gpu)),
                         "n_gpu": int(np.count_nonzero(is_gpu)), "detail_texts": texts}
 
-    def _launches(self, gpu_rows, gpu_single, event_id, local, cpu_single) -> np.ndarray:
-        """Per GPU entry: its launching op's local id + 1 when that op is itself an entry of
-        this answer (0: not linked here)."""
-        launcher = self.trace.gpu_launch.astype(np.int64)[gpu_rows]
+    @staticmethod
+    def _launches(launchers, gpu_rows, gpu_single, event_id, local, cpu_single) -> np.ndarray:
+        """Per GPU entry: its launcher's (op's or runtime call's) local id + 1 when that event
+        is itself an entry of this answer (0: not linked here)."""
+        launcher = launchers[gpu_rows]
         cpu_ids, cpu_local = event_id[cpu_single], local[cpu_single]
         sort = np.argsort(cpu_ids)
         cpu_ids, cpu_local = cpu_ids[sort], cpu_local[sort]
@@ -322,5 +328,5 @@ def served_past_budget(trace: Trace, lanes: Lanes, budget: int | None) -> "Serve
 def served_sources(served: "Served | None") -> dict:
     """The CustomJS args js/timeline_served.js reads (empty sources on a page within budget)."""
     if served is None:
-        return {"view_request": ColumnDataSource({}), "served_answer": ColumnDataSource({})}
-    return {"view_request": served.request, "served_answer": served.answer_source}
+        return {"served_request": ColumnDataSource({}), "served_answer": ColumnDataSource({})}
+    return {"served_request": served.request, "served_answer": served.answer_source}

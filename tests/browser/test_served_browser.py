@@ -29,11 +29,11 @@ def pages(tmp_path_factory):
 def answer_the_request(page, served):
     """Do what the kernel does through jupyter_bokeh: read the browser's view request, write
     the answer into served_answer."""
-    page.wait_for_function("() => { const d = nb('nbprof_view_request').data; return d.key && "
+    page.wait_for_function("() => { const d = nb('nbprof_served_request').data; return d.key && "
                            "d.key.length && d.key[0] === [nb('nbprof_plot').x_range.start, "
                            "nb('nbprof_plot').x_range.end, nb('nbprof_plot').inner_width, 0]"
                            ".join('|'); }", timeout=10_000)
-    request = page.evaluate("() => { const d = nb('nbprof_view_request').data; "
+    request = page.evaluate("() => { const d = nb('nbprof_served_request').data; "
                             "return Object.fromEntries(Object.entries(d).map(([k, v]) => [k, [...v]])); }")
     answer = served.answer(request)
     answered = page.evaluate("() => nb('nbprof_rendered').__nbprof.answers || 0")

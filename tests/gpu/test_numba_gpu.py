@@ -30,6 +30,17 @@ def launches(trace, name):
     return [event for event in trace.events if event.name == name]
 
 
+def event_interval(event):
+    """The launch's (or op's) CUDA-event GPU interval; CUPTI's kernels, where recorded (kernels
+    on by default on a GPU), are the other kind linked to it."""
+    (interval,) = [kernel for kernel in event.kernels if kernel.kind == "op"]
+    return interval
+
+
+def cupti_kernels(event):
+    return [kernel for kernel in event.kernels if kernel.kind == "kernel"]
+
+
 def on_thread(where, work):
     """Run ``work`` on this thread (torch's legacy profiler records it) or on a worker thread
     (it does not: numba's own events time the launches there)."""
@@ -96,7 +107,7 @@ def test_each_kernels_interval_matches_numbas_own_events(kernels, where):
         events = launches(prof.trace, f"numba::{name}")
         assert len(events) == len(pairs)
         for event, (start, end) in zip(events, pairs):
-            (interval,) = event.kernels
+            interval = event_interval(event)
             own_ns = cuda.event_elapsed_time(start, end) * 1e6
             assert abs(interval.interval.elapsed_ns() - own_ns) <= 0.10 * own_ns, (name, own_ns)
             assert event.cpu_interval.start_ns <= interval.interval.start_ns
@@ -112,9 +123,9 @@ def test_torch_and_numba_on_one_stream_in_order(kernels):
         torch_numba.mixed_step()
     trace = prof.trace
     (saxpy,) = launches(trace, "numba::saxpy")
-    (gpu,) = saxpy.kernels
-    relu = [k for e in launches(trace, "aten::relu") for k in e.kernels]
-    total = [k for e in launches(trace, "aten::sum") for k in e.kernels]
+    gpu = event_interval(saxpy)
+    relu = [event_interval(e) for e in launches(trace, "aten::relu")]
+    total = [event_interval(e) for e in launches(trace, "aten::sum")]
     assert relu and total
     slack_ns = 1_000  # one anchor for torch's ops and the launch: only event rounding is left
     assert relu[0].interval.end_ns <= gpu.interval.start_ns + slack_ns
@@ -147,7 +158,7 @@ def test_a_launch_on_a_non_default_stream_lands_on_that_stream(kernels, where):
     on_stream, on_default = launches(prof.trace, "numba::saxpy")
     assert on_stream.args["stream"] == hex(side.cuda_stream) == long.args["stream"]
     assert on_default.args["stream"] == "default"
-    (long_gpu,), (saxpy_gpu,), (default_gpu,) = long.kernels, on_stream.kernels, on_default.kernels
+    long_gpu, saxpy_gpu, default_gpu = map(event_interval, (long, on_stream, on_default))
     assert saxpy_gpu.stream == long_gpu.stream != 0 and default_gpu.stream == 0
     assert saxpy_gpu.interval.start_ns >= long_gpu.interval.end_ns - 1_000
     assert saxpy_gpu.interval.elapsed_ns() < long_gpu.interval.elapsed_ns()
@@ -168,30 +179,39 @@ def test_the_first_launch_shows_its_compilation(kernels):
     compiles = [e for e in prof.trace.events if e.name.startswith("numba::compile")]
     assert compiles and compiles[0].parent == launch.id
     # the GPU interval is the kernel's, not the JIT's
-    assert launch.kernels[0].interval.elapsed_ns() < compiles[0].cpu_interval.elapsed_ns()
-    assert launch.kernels[0].interval.start_ns >= compiles[0].cpu_interval.end_ns
+    assert event_interval(launch).interval.elapsed_ns() < compiles[0].cpu_interval.elapsed_ns()
+    assert event_interval(launch).interval.start_ns >= compiles[0].cpu_interval.end_ns
     assert np.array_equal(out.copy_to_host()[:4], [0, 1, 2, 3])
     assert "fresh_kernel" in launch.args["entry names"]  # the mangled name CUPTI would report
 
 
-def test_cuptis_kernel_names_map_back_to_the_launches(kernels):
-    """torch.profiler with CUDA activity (CUPTI) names the kernel numba compiled; numba_kernel_of
-    maps that name to the launch's slice, both through the recorded entry names and without."""
-    from torch.profiler import ProfilerActivity, profile
-
+@pytest.mark.parametrize("where", ["main", "worker"])
+def test_cuptis_kernels_link_to_their_launches(kernels, where):
+    """With CUPTI (kernels=True): on the launching thread Kineto links the kernel to the launch's
+    record_function op by correlation; on a worker, nbprof pairs it through numba's mangled name.
+    Either way each launch has its one kernel, whose name numba_kernel_of maps back."""
+    from nbprof.record.kineto_cpu import kernels_supported
     from nbprof.record.numba_names import known_numba_launches, numba_kernel_of
 
+    if not kernels_supported():
+        pytest.skip("this torch has no CUPTI")
     kernel, grid, block, args = device_arrays(kernels)["saxpy"]
-    with nbprof.profile() as prof:
-        kernel[grid, block](*args)
-    (launch,) = launches(prof.trace, "numba::saxpy")
-    with profile(activities=[ProfilerActivity.CUDA]) as cupti:
-        kernel[grid, block](*args)
-        torch.cuda.synchronize()
-    kernel_names = {event.name for event in cupti.events()
-                    if event.device_type == torch.autograd.DeviceType.CUDA}
-    with_entries = known_numba_launches([(launch.name, launch.args)])
-    by_function = known_numba_launches([(launch.name, {"function": launch.args["function"]})])
-    mapped = [name for name in kernel_names if numba_kernel_of(name, with_entries)]
-    assert mapped, kernel_names
-    assert all(numba_kernel_of(name, by_function) == "numba::saxpy" for name in mapped)
+    kernel[grid, block](*args)
+    cuda.synchronize()
+
+    def launch_three():
+        for _ in range(3):
+            kernel[grid, block](*args)
+
+    with nbprof.profile(kernels=True) as prof:
+        on_thread(where, launch_three)
+    saxpys = launches(prof.trace, "numba::saxpy")
+    assert len(saxpys) == 3
+    known = known_numba_launches([(launch.name, launch.args) for launch in saxpys])
+    by_function = known_numba_launches([(launch.name, {"function": launch.args["function"]})
+                                        for launch in saxpys])
+    for launch in saxpys:
+        (ran,) = cupti_kernels(launch)
+        assert numba_kernel_of(ran.name, known) == numba_kernel_of(ran.name, by_function) \
+            == "numba::saxpy", ran.name
+        assert ran.interval.elapsed_ns() <= event_interval(launch).interval.elapsed_ns() * 1.1

@@ -94,6 +94,7 @@ def test_a_trace_with_one_kind_keeps_the_cuda_columns():
     assert "GPU (kernels)" not in trace.table() and "CUDA total" in trace.table()
     assert trace.key_averages()[0].cuda_time_total == pytest.approx(0.007)
     assert len(records(trace.gpu_agreement().ops)) == 0
+    assert trace.gpu_agreement().table().startswith("No op has both")
 
 
 def test_the_clock_and_agreement_modules_import_no_torch_bokeh_or_ipython():
@@ -151,3 +152,30 @@ def test_kernels_on_another_device_are_not_what_the_events_timed():
         gpu_kind=[OP, KERNEL, KERNEL])
     (row,) = records(trace.gpu_agreement().ops)
     assert row["kernels_us"] == pytest.approx(0.090) and row["end_offset_us"] == pytest.approx(0.005)
+
+
+def test_the_kernel_summary_lists_kernels_not_op_events_where_it_has_both():
+    summary = records(both_kinds().kernel_summary())
+    assert {row["name"] for row in summary} == {"gemm", "relu_kernel"}
+    assert sum(row["total_us"] for row in summary) == pytest.approx(0.320 + 0.040 + 0.060)
+
+
+def test_the_cross_check_on_what_the_recorders_converter_builds():
+    # Kineto's ops + the legacy events + CUPTI's kernels through match_events (the fakes of
+    # test_match_events.py): mm's events bracket its kernel closely, relu's hold 1.2 us more
+    from test_match_events import convert, kineto_records
+
+    trace = convert(kineto_records())
+    ops = records(trace.gpu_agreement().ops)
+    by_name = {}
+    for row in ops:
+        by_name.setdefault(row["name"], []).append(row)
+    assert {name: len(rows) for name, rows in by_name.items()} == {
+        "aten::mm": 2, "aten::relu": 1, "MmBackward0": 1}
+    first_mm = min(by_name["aten::mm"], key=lambda row: row["id"])
+    assert first_mm["kernels_us"] == pytest.approx(23.5, abs=0.01)
+    assert first_mm["events_us"] == pytest.approx(25.0, abs=0.3)
+    assert not first_mm["disagree"]
+    (relu,) = by_name["aten::relu"]
+    assert relu["ratio"] == pytest.approx(5.0 / 3.8, abs=0.1) and relu["disagree"]
+    assert "GPU (kernels)" in trace.table()

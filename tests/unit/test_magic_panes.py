@@ -195,3 +195,16 @@ def test_repeat_table_shows_control_characters_as_escapes_in_aligned_rows():
     assert all(ch.isprintable() for line in lines for ch in line)
     table_lines = lines[1:-1]  # after "Per run, over 2 runs:", rules, header and rows
     assert len({len(line) for line in table_lines}) == 1, lines
+
+
+def test_the_summary_lists_ops_not_with_stacks_python_frames():
+    from nbprof.notebook.summary import summary_html, summary_rows
+
+    # --with-stack: Python frames are events of category python_function around the ops
+    trace = Trace.build(start_ns=[0, 10, 20], end_ns=[100, 90, 30], thread=[0, 0, 0],
+                        name_id=[0, 1, 2], names=["threading.py(1002): _bootstrap", "train.py(3): step",
+                                                  "aten::mm"],
+                        threads=[(1, 1, "main")], category=[2, 2, 0],
+                        categories=("op", "user_annotation", "python_function"))
+    assert [row["name"] for row in summary_rows(trace)] == ["aten::mm"]
+    assert "_bootstrap" not in summary_html(trace) and "aten::mm" in summary_html(trace)

@@ -3,7 +3,6 @@ like torch 2.13's records (legacy_fakes.py for the legacy side; Kineto's as read
 hands them out), mismatches included; and the pure matching on its own."""
 
 import numpy as np
-import pytest
 from legacy_fakes import ANCHOR, EPOCH_NS, Recording
 
 from nbprof.events import GPU_KINDS, Thread

@@ -535,7 +535,8 @@ def test_a_torch_timed_launch_is_its_record_functions_op_on_its_stream():
 
 def launch_line_no() -> int:
     """The line of the second ``wrapped(FakeLaunch(USER_STREAM...`` above."""
-    lines, first = inspect.getsourcelines(test_a_torch_timed_launch_is_its_record_functions_op_on_its_stream)
+    test = test_a_torch_timed_launch_is_its_record_functions_op_on_its_stream
+    lines, first = inspect.getsourcelines(test)
     return first + next(i for i, line in enumerate(lines) if "grid=(8, 1, 1))" in line)
 
 
@@ -620,7 +621,8 @@ def test_launches_timed_by_numbas_events_land_on_the_cpu_clock():
     timed, untimed = numba_events(trace)
     (gpu,) = timed.kernels
     latency = FakeDevice.LATENCY_NS
-    assert timed.cpu_interval.start_ns <= gpu.interval.start_ns <= timed.cpu_interval.end_ns + latency
+    cpu = timed.cpu_interval
+    assert cpu.start_ns <= gpu.interval.start_ns <= cpu.end_ns + latency
     assert gpu.interval.end_ns <= timed.cpu_interval.end_ns + latency + 1_000
     assert gpu.stream != 0 and not untimed.kernels
     assert any("1 numba launches could not be timed" in note for note in trace.meta["notes"])
@@ -788,3 +790,93 @@ def test_real_legacy_records_of_torch_timed_launches_become_their_slices():
         children = {event.name for event in trace.events if event.parent == launch.id}
         assert {"aten::ones", "aten::add"} <= children, children
     assert not any("missing from its records" in note for note in trace.meta["notes"])
+
+
+def test_both_torch_profilers_records_of_torch_timed_launches_become_their_slices():
+    """As nbprof records on a GPU (Kineto on every thread, then the legacy profiler on the
+    starting thread; here in its CPU state): the launching thread's launches are torch-timed and
+    become the joined ops, found on the lane of the thread that launched them; a worker thread's
+    launch (torch's legacy profiler does not record it) is its own slice on its own lane."""
+    from torch.autograd import ProfilerState
+
+    from nbprof.match_events import gpu_records_to_trace
+    from nbprof.record.cuda_events import ANCHOR_NAME, CudaRecorder
+
+    starting = nbprof.Thread(os.getpid(), threading.get_native_id(), "MainThread")
+    profilers = CudaRecorder(kernels=False, legacy_state=ProfilerState.CPU)
+    profilers.start()
+    try:
+        recorder = NumbaLaunchRecorder(gpu=True)
+        assert numba_launches._legacy_profiler_on(torch)  # what start() checks on a GPU
+        timing = recorder.torch_timing = TorchLaunchTiming(torch, 0, per_thread_default=False)
+        timing._current_handle = lambda device: 0  # no CUDA streams in this torch
+        wrapped = recorder._launch_wrapper(lambda launch_config, *args: torch.ones(4) + 1)
+        for _ in range(5):
+            wrapped(FakeLaunch(0))
+        worker = threading.Thread(target=wrapped, args=(FakeLaunch(0),), name="numba-worker")
+        worker.start()
+        worker.join()
+    finally:
+        records = profilers.stop()
+    trace = gpu_records_to_trace(records, anchor_name=ANCHOR_NAME,
+                                 base_time_ns=records.windows[0][1], starting_thread=starting,
+                                 thread_names={worker.native_id: "numba-worker"},
+                                 kernels_why_not="kernels=False was asked", meta={"notes": []})
+    trace = recorder.add_to(trace)
+    saxpys = numba_events(trace, "numba::saxpy")
+    assert len(saxpys) == 6, saxpys  # one slice per launch: the ops themselves, and the worker's
+    assert [event.thread.tid for event in saxpys].count(starting.tid) == 5
+    (on_worker,) = [event for event in saxpys if event.thread.tid == worker.native_id]
+    assert all(event.args["grid"] == "(4, 1, 1)" for event in saxpys)
+    for launch in saxpys:  # torch's record_function ops, and one slice nbprof made itself
+        category = trace.categories[trace.category[launch.id]]
+        assert (category == "numba") == (launch is on_worker), (launch, category)
+        children = {event.name for event in trace.events if event.parent == launch.id}
+        assert "aten::add" in children  # Kineto records every thread's torch ops
+    assert not any("missing from its records" in note for note in trace.meta["notes"])
+
+
+def cupti_trace(kernel_names, base_ns, first_start_ns):
+    """A trace as main's join leaves it with CUPTI on: kernels no op launched (launch -1) on
+    CUDA stream 7, named as CUPTI names them, 1 ms apart."""
+    count = len(kernel_names)
+    starts = [first_start_ns + 1_000_000 * k for k in range(count)]
+    return Trace.build(
+        start_ns=(), end_ns=(), thread=(), name_id=(), names=list(kernel_names), threads=(),
+        gpu_start_ns=starts, gpu_end_ns=[start + 50_000 for start in starts],
+        gpu_name_id=list(range(count)), gpu_device=[0] * count, gpu_stream=[7] * count,
+        gpu_launch=[-1] * count, gpu_kind=[1] * count,  # KIND_KERNEL
+        meta={"base_time_ns": base_ns, "notes": []})
+
+
+def test_cupti_kernels_no_op_launched_link_to_the_numba_launches_that_ran_them(
+        real_mangled_names):
+    """A worker thread's launches (no record_function there, so Kineto links their kernels to no
+    op): each CUPTI kernel with numba's mangled name goes to its launch, in order; a torch kernel
+    and a kernel nobody launched here stay unlinked; counts that disagree link nothing."""
+    saxpy_entry = real_mangled_names["saxpy"][0]
+    torch_kernel = ("void at::native::vectorized_elementwise_kernel<4, "
+                    "at::native::FillFunctor<float>>")
+    matmul_entry = real_mangled_names["tiled_matmul"][0]
+    for kernel_names, linked in (([saxpy_entry] * 3 + [torch_kernel, matmul_entry], 3),
+                                 ([saxpy_entry] * 2, 0)):
+        recorder = NumbaLaunchRecorder(gpu=True)
+        recorder._clock = NumbaEventClock(FakeDevice())
+        wrapped = recorder._launch_wrapper(lambda launch_config, *args: None)
+        base_ns = time.time_ns()
+        for _ in range(3):
+            wrapped(FakeLaunch(0))
+        trace = recorder.add_to(cupti_trace(kernel_names, base_ns, time.time_ns() - base_ns))
+        launches = numba_events(trace, "numba::saxpy")
+        cupti = [[k for k in launch.kernels if k.kind == "kernel"] for launch in launches]
+        assert sum(map(len, cupti)) == linked
+        if linked:
+            assert all(len(kernels) == 1 for kernels in cupti)
+            starts = [kernels[0].interval.start_ns for kernels in cupti]
+            assert starts == sorted(starts)  # the k-th kernel to the k-th launch
+            assert {kernels[0].stream for kernels in cupti} == {7}  # CUPTI's stream, kept
+        else:
+            assert any("2 CUPTI kernels of numba functions could not be paired" in note
+                       for note in trace.meta["notes"])
+        unlinked = [row for row in range(len(trace.gpu_start_ns)) if trace.gpu_launch[row] < 0]
+        assert len(unlinked) == len(kernel_names) - linked

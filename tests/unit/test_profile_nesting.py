@@ -104,22 +104,22 @@ def test_nbprof_marks_itself_as_a_torch_profiler_while_recording():
 def test_the_overhead_is_measured_and_close_to_a_measured_loop():
     import time
 
-    def loop(count=3000):
+    def loop(count=1000):
         empty = torch.empty
-        start = time.perf_counter_ns()
+        start = time.thread_time_ns()  # this thread's CPU: other processes' load left out
         for _ in range(count):
             empty(0)
-        return (time.perf_counter_ns() - start) / count
+        return (time.thread_time_ns() - start) / count
 
     loop()
-    off = min(loop() for _ in range(5))
+    off = min(loop() for _ in range(9))
     with nbprof.profile() as prof:
-        on = min(loop() for _ in range(5))
+        on = min(loop() for _ in range(9))
     overhead = prof.trace.meta["overhead"]
     measured = on - off
     assert overhead["per_op_ns"] > 0
     assert measured / 10 <= overhead["per_op_ns"] <= measured * 10, (overhead, measured)
-    assert overhead["ops"] == 15000 and 0 < overhead["share"] <= 1
+    assert overhead["ops"] == 9000 and 0 < overhead["share"] <= 1
     # the calibration's own ranges are not in the user's trace
     assert set(prof.trace.names) == {"aten::empty"}
 

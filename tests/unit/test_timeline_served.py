@@ -161,7 +161,7 @@ def test_past_the_budget_the_page_embeds_a_coarse_level_and_says_so():
 
 
 def test_the_view_request_source_gets_its_answer():
-    # jupyter_bokeh syncs the browser's write to view_request; the kernel's callback answers
+    # jupyter_bokeh syncs the browser's write to served_request; the kernel's callback answers
     trace = hand_built_trace()
     view = Timeline(trace, max_embedded_events=100)
     view.served.request.data = {"x0": [0.0], "x1": [50_000.0], "width": [900.0],
