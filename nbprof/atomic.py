@@ -100,17 +100,16 @@ def write_with(path, write_to, what: str = "the file") -> pathlib.Path:
 def _replace(target: pathlib.Path, real: pathlib.Path, write_to, what: str) -> pathlib.Path:
     """``write_to(temp)`` a temporary file beside ``real`` (the target through any symlink), then
     rename it over ``real``; on any failure, Ctrl-C too, remove it and keep the old file."""
+    temp = None  # one try from the temp file's creation on: a Ctrl-C anywhere removes it
     try:
         descriptor, temp = _open_temp(real)
         os.close(descriptor)
-    except OSError as error:
-        raise _error(error.errno, f"cannot write {what}: {error.strerror}", target) from error
-    try:
         write_to(temp)
         os.replace(temp, real)
     except BaseException as error:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
         if isinstance(error, OSError):
             raise _error(error.errno, f"cannot write {what}: {error.strerror}", target) from error
         raise

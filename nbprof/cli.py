@@ -15,6 +15,7 @@ No output may be one of the inputs, and every output path is checked before the 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 
@@ -128,8 +129,9 @@ def _view(options) -> int:
     from .chrome import DEFAULT_MAX_BYTES
     from .ranks import trace_paths
 
+    inputs = _existing(trace_paths(options.trace))
     page = check_output(options.output, "the timeline page", "-o",
-                        inputs=trace_paths(options.trace))  # before a load that may take minutes
+                        inputs=inputs)  # before a load that may take minutes
     source = options.trace[0] if len(options.trace) == 1 else options.trace
     trace = load(source, max_bytes=options.max_size or DEFAULT_MAX_BYTES)
     for note in trace.meta.get("notes") or ():  # what was repaired or left out, said once
@@ -147,13 +149,21 @@ def _diff(options) -> int:
     from .timeline.compare import save_compare_html
 
     page = check_output(options.output, "the diff page", "-o",
-                        inputs=[options.before, options.after])
+                        inputs=_existing([options.before, options.after]))
     before, after = load(options.before), load(options.after)
     path, comparison = save_compare_html(before, after, page,
                                          title=options.title or f"nbprof diff: {options.after}")
     print(comparison.table.table(row_limit=options.row_limit))
     print(f"nbprof: wrote {path}")
     return 0
+
+
+def _existing(paths: list) -> list:
+    """The input paths, each checked to exist before any output folder is made for them."""
+    for path in paths:
+        if not os.path.exists(path):
+            raise CliError(f"no trace file {path}: check the path")
+    return paths
 
 
 def main(argv: list[str] | None = None) -> int:

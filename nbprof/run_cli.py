@@ -15,6 +15,8 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
+import zipfile
 
 from .cli_paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
 
@@ -42,9 +44,10 @@ def run(options, script_args: list[str]) -> int:
     from .ranks import distributed_meta, expand_rank
 
     script = pathlib.Path(options.script)
-    if not script.is_file():
-        print(f"nbprof: no script {script}: give the path of a Python file to profile",
-              file=sys.stderr)
+    # A file, or (as for `python DIR`) a folder or zip holding __main__.py.
+    if not (script.is_file() or (script / "__main__.py").is_file()):
+        print(f"nbprof: no script {script}: give the path of a Python file (or of a folder with "
+              "a __main__.py) to profile", file=sys.stderr)
         return 2
     if options.output is None:
         hint = (": nbprof's options go before the script (nbprof run -o PAGE.html SCRIPT ARGS...); "
@@ -99,9 +102,16 @@ def _outputs(options, expand_rank, meta) -> dict[str, pathlib.Path]:
 def _profile_script(profile, script: pathlib.Path, script_args: list[str]):
     """Run the script under the profiler: (the exit status `python SCRIPT` would have, the trace,
     whether Ctrl-C ended it)."""
+    # The profile's own warnings ("nbprof: torch.profiler ended nbprof's recording") are said once,
+    # as notes after the run, not also as a RuntimeWarning pointing at this file.
+    warnings.filterwarnings("ignore", message="nbprof: ", category=RuntimeWarning,
+                            module=__name__)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [str(script), *script_args]
-    sys.path.insert(0, str(script.resolve().parent))  # as `python script.py` would
+    # As `python script.py` would: the script's folder first on the path (for a folder or zip,
+    # runpy puts the folder itself there).
+    if script.is_file() and not zipfile.is_zipfile(script):
+        sys.path.insert(0, str(script.resolve().parent))
     exit_code, interrupted = 0, False
     prof = profile()
     try:
@@ -136,7 +146,7 @@ def _print_script_traceback(error: BaseException, script: pathlib.Path) -> None:
     """The traceback from the script's own frames on, as ``python SCRIPT`` prints it (without
     nbprof's and runpy's frames above them)."""
     tb = error.__traceback__
-    path = str(script.resolve())
+    path = str((script / "__main__.py" if script.is_dir() else script).resolve())
     while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) != path:
         tb = tb.tb_next
     traceback.print_exception(type(error), error, tb or error.__traceback__)

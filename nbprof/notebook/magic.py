@@ -235,9 +235,20 @@ async def _run_repeats(runner: CellRunner, runs: _Runs):
 
 @contextlib.contextmanager
 def _quiet_profiler():
-    with warnings.catch_warnings():
+    """torch's warnings while nbprof starts or stops are dropped; nbprof's own ("nbprof: torch.profiler
+    ended nbprof's recording...") become one plain line under the cell, without the file and line
+    of the magic a RuntimeWarning would show."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         warnings.filterwarnings("ignore", module=_PROFILER_MODULES)
         yield
+    for warning in caught:
+        text = str(warning.message)
+        if text.startswith("nbprof: "):
+            print(f"%%cudaprof: {text[len('nbprof: '):]}", file=sys.stderr)
+        else:  # anything else, as it would have shown
+            warnings.showwarning(warning.message, warning.category, warning.filename,
+                                 warning.lineno)
 
 
 def _failure_note(failure: BaseException | None, runs: _Runs) -> str | None:

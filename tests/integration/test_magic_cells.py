@@ -108,3 +108,22 @@ def test_a_warm_up_run_that_raises_says_nothing_was_profiled(shell):
     assert isinstance(result.error_in_exec, OSError)
     assert "warm-up run 1 of 2 raised (nothing was profiled)" in shown(out)
     assert not profiler.is_active()
+
+
+def test_torch_profiler_inside_the_cell_is_said_under_it_in_one_plain_line(shell):
+    result, out = run(shell, "%%cudaprof --no-display -o cut\ntorch.ones(2).add(1)\n"
+                             "with torch.profiler.profile():\n    torch.ones(2).mul(2)\n")
+    assert result.success
+    said = [line for line in out.stderr.splitlines() if "torch.profiler" in line]
+    assert said == [line for line in said if line.startswith("%%cudaprof: torch.profiler was started")]
+    assert len(said) == 1 and "RuntimeWarning" not in out.stderr and "magic.py" not in out.stderr
+    assert not profiler.is_active()
+
+
+def test_the_cell_compiles_with_the_users_future_flags_not_nbprofs(shell):
+    # magic.py has `from __future__ import annotations`; the builtin compile() would hand it to
+    # the cell, turning its annotations into strings. IPython's own compiler keeps the user's.
+    plain, _ = run(shell, "def plain_f(x: int): pass\nplain_f.__annotations__")
+    result, out = run(shell, "%%cudaprof --no-display\ndef magic_f(x: int): pass\nmagic_f.__annotations__")
+    assert plain.result == {"x": int}
+    assert result.result == {"x": int}, shown(out)

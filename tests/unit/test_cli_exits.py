@@ -97,3 +97,15 @@ def test_ctrl_c_during_convert_says_how_many_files_were_written(tmp_path, shared
     assert err == (f"nbprof: interrupted; {len(written)} of 4 Parquet files were written into {out} "
                    "(no half file)\n")
     assert 1 <= len(written) < 4 and all(name.endswith(".parquet") for name in written)
+
+
+def test_torch_profiler_inside_the_script_is_said_once_as_a_note(tmp_path):
+    script = tmp_path / "nested.py"
+    script.write_text("import torch\ntorch.ones(2).add(1)\nwith torch.profiler.profile():\n"
+                      "    torch.ones(2).mul(2)\n")
+    done = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", "-o", str(tmp_path / "p.html"),
+                           "--trace", str(tmp_path / "t.json"), str(script)], env=ENV,
+                          capture_output=True, text=True, timeout=180)
+    said = [line for line in done.stderr.splitlines() if "torch.profiler was started" in line]
+    assert len(said) == 1 and said[0].startswith("nbprof: note: "), done.stderr
+    assert "RuntimeWarning" not in done.stderr

@@ -198,3 +198,22 @@ def test_ranks_memory_limit_is_a_size_not_sql(tmp_path):
     done = nbprof_cli("ranks", tmp_path, "--memory-limit", "1GB'; SELECT 1; --")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "not a memory size" in done.stderr
+
+
+def test_a_missing_input_is_said_before_any_folder_is_made(tmp_path):
+    for args in (["view", tmp_path / "none.json.gz", "-o", tmp_path / "new" / "p.html"],
+                 ["diff", tmp_path / "a.json", tmp_path / "b.json", "-o", tmp_path / "new" / "d.html"]):
+        assert_one_line(nbprof_cli(*args), "no trace file", "check the path")
+        assert not (tmp_path / "new").exists()
+
+
+def test_run_takes_a_folder_with_a_main_as_python_does(tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "helper.py").write_text("VALUE = 7\n")
+    (app / "__main__.py").write_text("import sys, torch, helper\ntorch.ones(2).add(helper.VALUE)\n"
+                                     "raise SystemExit(sys.argv[1:] == ['go'] and 4)\n")
+    page = tmp_path / "app.html"
+    done = nbprof_cli("run", "-o", page, app, "go")
+    assert done.returncode == 4, done.stderr
+    assert page.is_file() and "Traceback" not in done.stderr
