@@ -31,12 +31,10 @@ def count_in_view(trace, timeline, origin_ns: int, event_ids, gpu_rows) -> int:
 
 
 def zoom_to(timeline, start_ns: int, end_ns: int) -> None:
-    """Zoom onto an event: the timeline's own ``bring_into_view`` where it has one (the timeline
-    package adds it), else a view three times the event's width around it."""
-    bring_into_view = getattr(timeline, "bring_into_view", None)
-    if bring_into_view is not None:
-        bring_into_view(int(start_ns), int(end_ns))
-        return
+    """Zoom onto an event: a view three times its width around it, so it is a bar of its own
+    (never a sliver inside a merged block) and its neighbours show. Set here, in the kernel, not
+    left to the browser (Timeline.bring_into_view): the kernel's x range, the match count's "in
+    view" and the next step then agree at once."""
     width = max(3 * (end_ns - start_ns), MIN_ZOOM_NS)
     middle = (start_ns + end_ns) // 2
     timeline.show_range(middle - width // 2, middle + width // 2)
