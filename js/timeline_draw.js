@@ -81,10 +81,13 @@ function layoutLanes(S) {
   const open = (lane) => !(headers && S.collapsedGroups.has(info.groups[lane]));
   // Lanes get one row per nesting depth while they fit; else every lane is cut to the deepest
   // `cap` rows that fit, down to 1 (its busy envelope). A taller plot grows them back.
-  const room = plot.inner_height > 0 ? plot.inner_height : plot.height;
+  // Zoomed in y (Alt+wheel), the lanes are laid out for a taller plot and the y range shows a
+  // window of them: cut lanes grow back.
+  const room = (plot.inner_height > 0 ? plot.inner_height : plot.height) * S.laneZoom;
   const total = (cap) => (headers ? groups.length : 0) +
     lanes.filter(open).reduce((sum, lane) => sum + placeLane(S, lane, 0, cap, false), 0);
   let cap = Math.max(1, ...lanes.map((lane) => info.lane_height[lane]));
+  S.uncutRows = total(cap);  // how far Alt+wheel may zoom the lanes: until none is cut, and 2x
   while (cap > 1 && total(cap) * ROW_PX > room) cap--;
   S.depthCap = cap;
   S.collapsed = cap === 1;
@@ -132,7 +135,14 @@ function layoutLanes(S) {
   ticker.ticks = ticks;
   yaxis.major_label_overrides = labels;
   bands_source.data = bands;
-  plot.y_range.setv({start: S.totalRows, end: 0, reset_start: S.totalRows, reset_end: 0});
+  showLaneWindow(S);
+}
+
+function showLaneWindow(S) {
+  // The rows in view: all of them, or a 1/laneZoom window from S.laneTop when zoomed in y.
+  const shown = S.totalRows / S.laneZoom;
+  S.laneTop = Math.min(Math.max(S.laneTop, 0), S.totalRows - shown);
+  plot.y_range.setv({start: S.laneTop + shown, end: S.laneTop, reset_start: S.totalRows, reset_end: 0});
 }
 
 function drawView(S) {

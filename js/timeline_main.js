@@ -57,6 +57,8 @@ function dispatch(S) {
     onTap(S);
   } else if (cb_obj === hover) {
     onHover(S);
+  } else if (cb_obj && cb_obj.event_name === "reset") {
+    resetLanes(S);  // the reset tool: every lane in view again
   } else if (cb_obj && cb_obj.event_name === "selectiongeometry") {
     // the box select tool: an area selection over its x extent
     const {x0, x1} = cb_obj.geometry;
@@ -69,7 +71,8 @@ function dispatch(S) {
 {
   let S = rendered.__nbprof;
   if (!S) {
-    S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1, collapsedGroups: new Set()};
+    S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1, collapsedGroups: new Set(),
+                                laneZoom: 1, laneTop: 0};
     const started = performance.now();
     inflateBase64(packed).then((bytes) => {
       const inflated = performance.now();

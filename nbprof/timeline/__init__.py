@@ -34,8 +34,9 @@ the figure. ``plot.tags`` gains "nbprof-ready" once the browser has decoded the 
 the first view.
 
 In the browser: plain wheel scrolls the page; Ctrl/⌘+wheel (and pinch) zooms x, Shift+wheel pans;
-with the plot focused W/S zoom, A/D and the arrows pan, Esc clears the selection; box zoom changes
-x only; a click on a group header's label collapses or expands its lanes. Bars at least 30 px wide
+Alt+wheel zooms the lanes in y (lanes cut to fit grow back; Alt+Shift+wheel scrolls them, reset
+undoes it); with the plot focused W/S zoom, A/D and the arrows pan, Esc clears the selection; box
+zoom changes x only; a click on a group header's label collapses or expands its lanes. Bars at least 30 px wide
 carry their name, cut with "…" to fit; a merged block says "12 events, mostly aten::mm".
 
 How it stays fluid at a million events: every event is packed into one compact hidden blob (varint

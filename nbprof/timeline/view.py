@@ -123,6 +123,7 @@ class Timeline:
                        self.area_selection, self._view_request):
             source.js_on_change("data", callback)
         plot.js_on_event("selectiongeometry", callback)  # the box select tool
+        plot.js_on_event("reset", callback)  # the reset tool also undoes a zoom of the lanes
         self.rendered.selected.js_on_change("indices", callback)
         hover.callback = callback
 
