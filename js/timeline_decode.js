@@ -29,8 +29,11 @@ async function inflateBase64(text) {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
+// Whose layout column() reads: the page's, or a served answer's (timeline_served.js sets it).
+let decodeMeta = info;
+
 function column(bytes, name, Type) {
-  const [offset, , count] = info.layout[name];
+  const [offset, , count] = decodeMeta.layout[name];
   return decodeVarints(bytes, offset, count, new Type(count));
 }
 
@@ -46,7 +49,7 @@ function groupBy(keys, nKeys) {
 }
 
 function decode(S, bytes) {
-  const nRows = info.row_lane.length, nCpu = info.n_cpu, nGpu = info.n_gpu;
+  const nRows = info.row_lane.length, nCpu = decodeMeta.n_cpu, nGpu = decodeMeta.n_gpu;
   const n = nCpu + nGpu;
   const rowCount = column(bytes, "row_count", Int32Array);
   const start = column(bytes, "start_gap", Float64Array);  // zigzag gap after the previous end
@@ -96,7 +99,7 @@ function decode(S, bytes) {
   const details = new Array(n).fill("");
   const detailIds = column(bytes, "detail_entry", Int32Array);
   const detailTexts = column(bytes, "detail_text", Int32Array);
-  for (let k = 0; k < detailIds.length; k++) details[detailIds[k]] = info.detail_texts[detailTexts[k]];
+  for (let k = 0; k < detailIds.length; k++) details[detailIds[k]] = decodeMeta.detail_texts[detailTexts[k]];
   Object.assign(S, {rowStart, rowOf, start, dur, id, name, family, maxEnd, cpuEntry, gpuEntry,
                     launchOf, callOf, linkFrom, launchStart: byOp.start, launched: byOp.items,
                     callStart: byCall.start, callLaunched: byCall.items, details});

@@ -30,18 +30,20 @@ function sweep(S, rows, x0, x1, nsPerPx, minRealPx, emit) {
       if (d < minDur) continue;
       const s = start[i], e = s + d;
       if (e < x0) continue;
-      if (d >= realNs) {
+      // pre-merged entries (timeline_served.js) carry their event count and busy time
+      const n = S.entryCount ? S.entryCount[i] : 1, b = S.entryCount ? S.entryBusy[i] : d;
+      if (d >= realNs && n === 1) {
         if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
         count = 0;
         emit(r, i, 1, s, e, d, i);
       } else if (count && s - blockEnd < gapNs) {
         if (e > blockEnd) blockEnd = e;
-        count++;
-        busy += d;
+        count += n;
+        busy += b;
         if (d > dur[longest]) longest = i;
       } else {
         if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
-        first = i; count = 1; blockStart = s; blockEnd = e; busy = d; longest = i;
+        first = i; count = n; blockStart = s; blockEnd = e; busy = b; longest = i;
       }
     }
     if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
@@ -146,6 +148,7 @@ function showLaneWindow(S) {
 }
 
 function drawView(S) {
+  if (info.coarse) chooseEntries(S);  // the kernel's bars for this view, or the coarse level
   const x0 = plot.x_range.start, x1 = plot.x_range.end;
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
   const nsPerPx = (x1 - x0) / width;
@@ -171,7 +174,7 @@ function drawView(S) {
       name = info.names[S.name[first]];
       color = colorOf(S.family[first], S.name[first]);
       alpha = 1;
-      out.id.push(S.id[first]);
+      out.id.push(S.eventId ? S.eventId[first] : S.id[first]);  // served: local -> trace id
       out.details.push(S.details[first]);
       const launcher = isGpu ? S.launchOf[first] : -1;
       out.launch.push(launcher >= 0 ? info.names[S.name[S.cpuEntry[launcher]]] : "");
@@ -224,6 +227,7 @@ function drawOverview(S) {
   const width = overview.inner_width > 0 ? overview.inner_width : 800;
   const nsPerPx = (info.span_ns || 1) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: []};
+  if (info.coarse) Object.assign(S, S.embedded);  // the whole trace: the coarse level
   const laneY = new Map();
   for (const r of S.drawnRows) {
     const lane = info.row_lane[r];
@@ -237,6 +241,7 @@ function drawOverview(S) {
   });
   overview_source.data = out;
   S.overviewLanes = Math.max(laneY.size, 1);
+  if (info.coarse) restoreAnswer(S);  // back to what the view shows
   overview.y_range.setv({start: S.overviewLanes, end: 0});
   drawOverviewMarks(S);
 }

@@ -63,6 +63,8 @@ function dispatch(S) {
     // the box select tool: an area selection over its x extent
     const {x0, x1} = cb_obj.geometry;
     if (cb_obj.final && x0 !== undefined) setArea(Math.min(x0, x1), Math.max(x0, x1));
+  } else if (cb_obj === served_answer) {  // the kernel's bars for a view (timeline_served.js)
+    onServedAnswer(S);
   } else {  // document ready, the filter: lanes may change
     redrawAll(S);
   }
@@ -76,7 +78,7 @@ function dispatch(S) {
     const started = performance.now();
     inflateBase64(packed).then((bytes) => {
       const inflated = performance.now();
-      decode(S, bytes);
+      if (info.coarse) initCoarse(S, bytes); else decode(S, bytes);
       const decoded = performance.now();
       S.ready = true;
       redrawAll(S);

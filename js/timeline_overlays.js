@@ -3,8 +3,10 @@
 
 function entryOf(S, id, kind) {
   if (id === null || id === undefined || id < 0) return -1;
-  if (kind === "gpu") return id < info.n_gpu ? S.gpuEntry[id] : -1;
-  return id < info.n_cpu ? S.cpuEntry[id] : -1;
+  if (S.localIds) id = S.localIds[kind === "gpu" ? "gpu" : "cpu"].get(id) ?? -1;  // served
+  if (id < 0) return -1;
+  if (kind === "gpu") return id < (S.nGpu ?? info.n_gpu) ? S.gpuEntry[id] : -1;
+  return id < (S.nCpu ?? info.n_cpu) ? S.cpuEntry[id] : -1;
 }
 
 function rowMiddle(S, entry) {
@@ -55,7 +57,7 @@ function focusLinks(S, entry, links, marks, minBar) {
     return;
   }
   const lane = info.row_lane[S.rowOf[entry]], end = S.start[entry] + S.dur[entry];
-  for (let c = S.id[entry]; c < info.n_cpu && links.x0.length < FOCUS_LINKS_MAX; c++) {
+  for (let c = S.id[entry]; c < (S.nCpu ?? info.n_cpu) && links.x0.length < FOCUS_LINKS_MAX; c++) {
     const e = S.cpuEntry[c];
     if (S.start[e] > end) break;
     if (info.row_lane[S.rowOf[e]] !== lane) continue;

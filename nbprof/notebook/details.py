@@ -1,13 +1,19 @@
-"""The widget's details pane: what the trace knows about one event, as HTML (no widgets here)."""
+"""The widget's details pane contents: what the trace knows about one event, as HTML, and the
+events it links to (parent, children, launched GPU work) as plain values. No widgets here
+(details_pane.py makes the links clickable)."""
 
 from __future__ import annotations
 
-from ..html_text import html_text
+from typing import NamedTuple
 
-from ..analysis import format_us
+from ..analysis import printable
 from ..events import Trace
+from ..html_text import html_text
+from .frames import fold_stack
 
-CHILDREN_SHOWN = 12
+PYTHON = "python_function"  # the category of with_stack's Python-frame events (convert.py)
+CHILDREN_SHOWN = 12  # links per row; the rest are counted
+HINT = "<i>Click an event on the timeline (or use search / the summary) to see its details.</i>"
 
 
 def timeline_origin_ns(trace: Trace) -> int:
@@ -17,61 +23,166 @@ def timeline_origin_ns(trace: Trace) -> int:
     return min(starts) if starts else 0
 
 
-def _interval(start_ns: int, end_ns: int, origin_ns: int) -> str:
-    return (f"{format_us((start_ns - origin_ns) / 1e3)} &rarr; {format_us((end_ns - origin_ns) / 1e3)} "
-            f"(<b>{format_us((end_ns - start_ns) / 1e3)}</b>)")
+def format_offset(offset_ns: int, scale_ns: int | None = None) -> str:
+    """A time since the trace's start, to the µs: "12.345 ms", "43.292118 s". ``scale_ns`` picks
+    the unit (so both ends of an interval share one)."""
+    if abs(scale_ns if scale_ns is not None else offset_ns) >= 1_000_000_000:
+        return f"{offset_ns / 1e9:.6f} s"
+    return f"{offset_ns / 1e6:.3f} ms"
 
 
-def details_html(trace: Trace, event_id: int | None) -> str:
-    """Name, thread, CPU interval, GPU intervals with stream, shapes, stack, parent chain, children."""
+def format_duration(duration_ns: int) -> str:
+    """A duration that reads at a glance: "850 ns", "43.8 µs", "12.346 ms", "2.345 s"."""
+    if duration_ns < 1_000:
+        return f"{duration_ns} ns"
+    if duration_ns < 1_000_000:
+        return f"{duration_ns / 1e3:.1f} µs"
+    if duration_ns < 1_000_000_000:
+        return f"{duration_ns / 1e6:.3f} ms"
+    return f"{duration_ns / 1e9:.3f} s"
+
+
+def interval_text(start_ns: int, end_ns: int, origin_ns: int) -> str:
+    """"12.345 ms → 12.389 ms, 43.8 µs": both ends since the trace's start, then how long."""
+    start, end = int(start_ns) - origin_ns, int(end_ns) - origin_ns
+    return (f"{format_offset(start, end)} → {format_offset(end, end)}, "
+            f"{format_duration(int(end_ns) - int(start_ns))}")
+
+
+class Link(NamedTuple):
+    text: str  # what the link says (plain text: the pane escapes it)
+    kind: str  # "cpu" (an event id) or "gpu" (a row of the GPU columns)
+    row: int
+
+
+class LinkRow(NamedTuple):
+    label: str  # "Parent", "Children (30)", "Launched (2)"
+    links: list[Link]
+    more: int  # how many more there are than links
+
+
+def event_links(trace: Trace, event_id: int) -> list[LinkRow]:
+    """The events one CPU event leads to: its parent chain (innermost first), its children, and
+    the GPU intervals it launched. With ``--with-stack`` the Python frames around an op are events
+    too; they are its stack (shown folded), not parents to click through."""
+    python = trace.categories.index(PYTHON) if PYTHON in trace.categories else -1
+    chain, parent = [], int(trace.parent[event_id])
+    while parent >= 0:
+        if trace.category[parent] != python:
+            chain.append(Link(trace.names[trace.name_id[parent]], "cpu", parent))
+        parent = int(trace.parent[parent])
+    children = trace.children(event_id)
+    launched = trace._launched_by(event_id).tolist()
+    rows = [LinkRow("Parents", chain, 0),
+            LinkRow(f"Children ({len(children)})" if children else "Children",
+                    [Link(trace.names[trace.name_id[c]], "cpu", c) for c in children[:CHILDREN_SHOWN]],
+                    max(len(children) - CHILDREN_SHOWN, 0))]
+    if launched:
+        rows.append(LinkRow(f"Launched ({len(launched)})",
+                            [Link(trace.names[trace.gpu_name_id[g]], "gpu", g)
+                             for g in launched[:CHILDREN_SHOWN]],
+                            max(len(launched) - CHILDREN_SHOWN, 0)))
+    return rows
+
+
+def gpu_links(trace: Trace, row: int) -> list[LinkRow]:
+    launch = int(trace.gpu_launch[row])
+    if launch < 0:
+        return []
+    return [LinkRow("Launched by", [Link(trace.names[trace.name_id[launch]], "cpu", launch)], 0)]
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><th style='text-align:left;vertical-align:top;padding-right:8px'>{key}</th>"
+                   f"<td style='text-align:left'>{value}</td></tr>" for key, value in rows)
+    return f"<table class='nbprof-details-table'>{body}</table>"
+
+
+def _links_as_text(rows: list[LinkRow]) -> list[tuple[str, str]]:
+    """Link rows as plain table rows (for the HTML-only view)."""
+    out = []
+    for row in rows:
+        if not row.links:
+            out.append((row.label, "<i>top level</i>" if row.label == "Parents" else "<i>none</i>"))
+            continue
+        separator = " &larr; " if row.label == "Parents" else ", "
+        text = separator.join(html_text(link.text) for link in row.links)
+        out.append((html_text(row.label), text + (f" and {row.more} more" if row.more else "")))
+    return out
+
+
+def details_html(trace: Trace, event_id: int | None, cell_numbers: dict | None = None, *,
+                 links: bool = True) -> str:
+    """Name, thread, CPU interval, GPU intervals with stream, shapes, the user's stack and (unless
+    ``links=False``: the pane shows them as links) parents and children. ``cell_numbers``: IPython's
+    compiled-cell file name -> cell number, to name notebook cells in the stack."""
     if event_id is None:
-        return "<i>Click an event on the timeline (or use search / the summary) to see its details.</i>"
+        return HINT
     event = trace.event(event_id)
     origin = timeline_origin_ns(trace)
     rows = [("Name", f"<code>{html_text(event.name)}</code>"),
             ("Thread", html_text(f"{event.thread.name or 'thread'} (pid {event.thread.pid}, "
-                              f"tid {event.thread.tid})")),
-            ("CPU", _interval(*event.cpu_interval, origin) + f", self {format_us(event.self_cpu_ns / 1e3)}")]
+                                 f"tid {event.thread.tid})")),
+            ("CPU", html_text(interval_text(*event.cpu_interval, origin)
+                              + f"; self {format_duration(event.self_cpu_ns)}"))]
     if event.kernels:
-        gpu = "<br>".join(
-            f"{html_text(k.kind)} <code>{html_text(k.name)}</code> on cuda:{html_text(k.device)} "
-            f"stream {html_text(k.stream)}: "
-            + _interval(*k.interval, origin) for k in event.kernels)
-        rows.append(("GPU", gpu))
+        rows.append(("GPU", "<br>".join(_kernel_line(kernel, origin) for kernel in event.kernels)))
     else:
         rows.append(("GPU", "<i>no GPU interval</i>"))
     if event.shapes is not None:
         rows.append(("Shapes", f"<code>{html_text(str(event.shapes))}</code>"))
     if event.stack:
-        rows.append(("Stack", "<br>".join(f"<code>{html_text(frame)}</code>" for frame in event.stack)))
-    chain = []
-    parent = event.parent
-    while parent is not None:
-        chain.append(html_text(trace.names[trace.name_id[parent]]))
-        parent = int(trace.parent[parent])
-        parent = None if parent < 0 else parent
-    rows.append(("Parents", " &larr; ".join(chain) if chain else "<i>top level</i>"))
-    children = trace.children(event_id)
-    if children:
-        names = ", ".join(html_text(trace.names[trace.name_id[c]]) for c in children[:CHILDREN_SHOWN])
-        more = f" and {len(children) - CHILDREN_SHOWN} more" if len(children) > CHILDREN_SHOWN else ""
-        rows.append((f"Children ({len(children)})", names + more))
-    else:
-        rows.append(("Children", "<i>none</i>"))
-    body = "".join(f"<tr><th style='text-align:left;vertical-align:top;padding-right:8px'>{key}</th>"
-                   f"<td style='text-align:left'>{value}</td></tr>" for key, value in rows)
-    return f"<table class='nbprof-details'>{body}</table>"
+        rows.append(("Stack", "<br>".join(f"<code>{html_text(line)}</code>"
+                                          for line in fold_stack(event.stack, cell_numbers))))
+    if links:
+        rows += _links_as_text(event_links(trace, event_id))
+    return _table(rows)
 
 
-def gpu_details_html(trace: Trace, row: int) -> str:
+def _kernel_line(kernel, origin: int) -> str:
+    return (f"{html_text(kernel.kind)} <code>{html_text(kernel.name)}</code> on "
+            f"cuda:{html_text(kernel.device)} stream {html_text(kernel.stream)}: "
+            + html_text(interval_text(*kernel.interval, origin)))
+
+
+def gpu_details_html(trace: Trace, row: int, cell_numbers: dict | None = None, *,
+                     links: bool = True) -> str:
     """A GPU interval: kind, name, device and stream, interval, what the source knows, and the
     details of the op that launched it."""
     kernel = trace.kernel(row)
-    lines = [f"{html_text(kernel.kind)} <code>{html_text(kernel.name)}</code> on cuda:{html_text(kernel.device)} "
-             f"stream {html_text(kernel.stream)}: {_interval(*kernel.interval, timeline_origin_ns(trace))}"]
+    lines = [_kernel_line(kernel, timeline_origin_ns(trace))]
     if kernel.args:
         lines.append(html_text(", ".join(f"{key}: {value}" for key, value in kernel.args.items())))
     if kernel.launch_id is None:
         lines.append("<i>the trace does not say which op launched it</i>")
         return "<br>".join(lines)
-    return "<br>".join(lines) + "<br><b>Launched by:</b>" + details_html(trace, kernel.launch_id)
+    return ("<br>".join(lines) + "<br><b>Launched by:</b>"
+            + details_html(trace, kernel.launch_id, cell_numbers, links=links))
+
+
+def range_summary_html(trace: Trace, summary) -> str:
+    """An area selection's summary (range_summary.py): the range, then per name the count and the
+    time inside it, CPU and GPU apart."""
+    origin = timeline_origin_ns(trace)
+    head = (f"<b>Selected range</b> {html_text(interval_text(summary.start_ns, summary.end_ns, origin))}"
+            f": {summary.cpu.events:,} CPU events, {summary.gpu.events:,} GPU intervals")
+    parts = [f"<div class='nbprof-range-head'>{head}</div>"]
+    for side, title, noun in ((summary.cpu, "CPU", "events"), (summary.gpu, "GPU", "intervals")):
+        if not side.events:
+            if side is summary.cpu or trace.has_gpu:
+                parts.append(f"<div><i>no {title} {noun} in this range</i></div>")
+            continue
+        rows = "".join(
+            f"<tr><td title='{html_text(printable(row.name))}' style='text-align:left;max-width:420px;"
+            f"overflow:hidden;text-overflow:ellipsis;white-space:nowrap'><code>"
+            f"{html_text(printable(row.name))}</code></td><td style='text-align:right'>{row.count:,}</td>"
+            f"<td style='text-align:right'>{html_text(format_duration(row.inside_ns))}</td></tr>"
+            for row in side.rows)
+        more = (f"<div><i>and {side.names - len(side.rows):,} more names</i></div>"
+                if side.names > len(side.rows) else "")
+        parts.append(
+            f"<table class='nbprof-range-{title.lower()}' style='border-collapse:collapse'>"
+            f"<thead><tr><th style='text-align:left'>{title}: {side.names:,} names</th>"
+            f"<th style='text-align:right;padding:0 8px'>Count</th>"
+            f"<th style='text-align:right'>Time inside</th></tr></thead><tbody>{rows}</tbody></table>{more}")
+    return "".join(parts)

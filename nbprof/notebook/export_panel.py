@@ -14,8 +14,15 @@ from ..atomic import write_file
 from ..html_text import html_text
 from ..timeline.jsfiles import js_path
 
-PERFETTO_HOW_TO = ("Open it in Perfetto: go to <a href='https://ui.perfetto.dev' target='_blank' "
-                   "rel='noopener noreferrer'>https://ui.perfetto.dev</a> and drop the file on the page "
+PERFETTO_URL = "https://ui.perfetto.dev"
+
+
+def _link(url: str) -> str:
+    """A link that opens in a new tab; its address and text are escaped like any other text."""
+    return f"<a href='{html_text(url)}' target='_blank' rel='noopener noreferrer'>{html_text(url)}</a>"
+
+
+PERFETTO_HOW_TO = (f"Open it in Perfetto: go to {_link(PERFETTO_URL)} and drop the file on the page "
                    "(or use &quot;Open trace file&quot;); chrome://tracing &rarr; Load also reads it.")
 
 

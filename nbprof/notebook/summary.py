@@ -3,6 +3,8 @@ and the static copy saved into the notebook (static.py). Plain values; no widget
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..html_text import html_text
 
 from ..analysis import SORT_KEYS, format_us, key_averages, printable, sort_rows
@@ -26,10 +28,20 @@ def summary_columns(trace: Trace) -> list[dict]:
             if trace.has_gpu or not key.startswith("cuda")]
 
 
+def op_averages(trace: Trace) -> list:
+    """key_averages without ``--with-stack``'s Python frames: they are the ops' stacks (the
+    details pane shows them), and as rows they bury the ops under the kernel's own threads."""
+    if "python_function" not in trace.categories:
+        return key_averages(trace)
+    python = trace.categories.index("python_function")
+    frames = {trace.names[i] for i in np.unique(trace.name_id[trace.category == python]).tolist()}
+    return [average for average in key_averages(trace) if average.name not in frames]
+
+
 def summary_rows(trace: Trace) -> list[dict]:
     """One dict per op name: the raw number of every column (for sorting) and its text."""
     rows = []
-    for average in key_averages(trace):
+    for average in op_averages(trace):
         row = {"name": average.name, "label": printable(average.name)}
         for key in SORT_KEYS[:-1]:  # every key --sort accepts, shown as a column or not
             value = getattr(average, key)
@@ -44,7 +56,7 @@ def summary_html(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int =
     columns = summary_columns(trace)
     if sort_by not in {column["key"] for column in columns}:
         sort_by = "cpu_time_total"
-    averages = sort_rows(key_averages(trace), sort_by)
+    averages = sort_rows(op_averages(trace), sort_by)
     head = "".join(f"<th title='{html_text(column['tip'])}' style='text-align:{_align(column)};"
                    f"padding:2px 8px'>{html_text(column['title'])}</th>" for column in columns)
     body = []

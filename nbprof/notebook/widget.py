@@ -7,18 +7,18 @@ wires widgets to them and to the Timeline (timeline/, the only place that builds
 
 from __future__ import annotations
 
-from ..html_text import html_text
-
 import ipywidgets
-import numpy as np
 
-from ..analysis import printable
-from .details import details_html, gpu_details_html, timeline_origin_ns
-from .overview import add_answer_panes
 from ..events import Trace
-from .search import events_named, find_events, gpu_launched_by
+from ..html_text import html_text
+from ..overhead import describe_overhead
+from .details import timeline_origin_ns
+from .details_pane import STYLE as DETAILS_STYLE, DetailsPane
 from .lane_filter import LaneFilter
+from .overview import add_answer_panes
+from .search_bar import SearchBar
 from .summary_table import SummaryTable
+from .view_range import event_interval, zoom_to
 
 # The restart note shows once ipywidgets marks the widget disconnected (kernel restarted or
 # stopped); it replaces a broken-link icon per control, and the controls that need the kernel dim.
@@ -36,17 +36,21 @@ RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
            note: str | None = None, export_dir=None, collapsed: bool = False,
-           compare_to: Trace | None = None, compare_label: str = "the previous run") -> "TraceWidget":
+           compare_to: Trace | None = None, compare_label: str = "the previous run",
+           **timeline_options) -> "TraceWidget":
     """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
     written in ``export_dir``, by default the kernel's working directory: the notebook's folder).
-    ``compare_to``: an earlier Trace, for a Compare tab (what changed since)."""
+    ``compare_to``: an earlier Trace, for a Compare tab (what changed since).
+    ``timeline_options`` go to the Timeline (``max_embedded_events``: past it the kernel serves
+    the level of detail, timeline/served.py)."""
     if not isinstance(trace, Trace):
         raise TypeError(f"nbprof.widget needs an nbprof.Trace, got {type(trace).__name__}: "
                         "profile with %%cudaprof -o VAR or nbprof.profile(), or read a file with nbprof.load")
     if compare_to is not None and not isinstance(compare_to, Trace):
         raise TypeError(f"compare_to must be an nbprof.Trace, got {type(compare_to).__name__}")
     return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir,
-                       collapsed=collapsed, compare_to=compare_to, compare_label=compare_label)
+                       collapsed=collapsed, compare_to=compare_to, compare_label=compare_label,
+                       **timeline_options)
 
 
 def _per_run_text(trace: Trace) -> str | None:
@@ -60,43 +64,39 @@ class TraceWidget(ipywidgets.VBox):
 
     def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
                  collapsed: bool = False, compare_to: Trace | None = None,
-                 compare_label: str = "the previous run"):
+                 compare_label: str = "the previous run", **timeline_options):
         from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
 
         self.trace = trace
         self.note = note
-        self.timeline = Timeline(trace)
+        self.timeline = Timeline(trace, **timeline_options)
         self.host = PlotHost(self.timeline.layout)
         self.plot = self.host.plot  # the jupyter_bokeh BokehModel the host shows
-        # Search or summary matches, stepped through in time order (_match_order, made lazily).
-        self._matches = self._gpu_matches = np.zeros(0, np.int64)
-        self._match_order, self._match_index = None, -1
-        self._count_message = ""
         self._origin_ns = timeline_origin_ns(trace)
 
         self._make_controls()
-        self.details = ipywidgets.HTML(details_html(trace, None))
-        self.details.add_class("nbprof-details")
+        self.details = DetailsPane(trace, self.jump_to)
         self.summary = SummaryTable(trace, sort_by, self.show_op)
         self.export = ExportPanel(trace, name, export_dir)
         panes = self._make_panes()
         add_answer_panes(self, compare_to, compare_label)  # Overview, Compare (notebook/overview.py)
-        self.search.observe(lambda change: self.run_search(change["new"]), names="value")
-        self.previous.on_click(lambda _button: self.step_match(-1))
-        self.next.on_click(lambda _button: self.step_match(+1))
         self.lane_filter.observe(self._filter_changed, names="value")
         self.min_duration.observe(self._filter_changed, names="value")
         self.timeline.selection.on_change("data", self._selection_changed)
-        for end in ("start", "end"):  # a zoom or pan changes how many matches are in view
-            self.timeline.plot.x_range.on_change(end, lambda _attr, _old, _new: self._view_moved())
+        # The timeline's area selection (drag with a modifier), where the timeline has one.
+        area = getattr(self.timeline, "area_selection", None)
+        if area is not None:
+            area.on_change("data", lambda _attr, _old, new: self._area_changed(new))
 
         restarted = ipywidgets.HTML(f"<span>{html_text(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
-        header = [ipywidgets.HTML(_STYLE), restarted] + (
-            [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else [])
-        self.body = ipywidgets.VBox([self._toolbar, self._filters, self.host, panes,
+        overhead = describe_overhead(trace.meta.get("overhead"))  # "profiler overhead ≈ ..."
+        header = [ipywidgets.HTML(_STYLE + DETAILS_STYLE), restarted] + (
+            [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else []) + (
+            [ipywidgets.HTML(html_text(overhead))] if overhead else [])
+        self.body = ipywidgets.VBox([self.search_bar, self._filters, self.host, panes,
                                      self.export])
         # Collapsed under a failed cell's traceback: the error reads first, one click shows the rest.
         self.expand = ipywidgets.ToggleButton(value=not collapsed, description="Show the timeline",
@@ -107,27 +107,20 @@ class TraceWidget(ipywidgets.VBox):
         self._show_body(not collapsed)
         super().__init__([*header, self.expand, self.body])
         self.add_class("nbprof-widget")
-        for needs_kernel in (self._toolbar, self._filters, self.summary, self.export):
+        for needs_kernel in (self.search_bar, self._filters, self.summary, self.export,
+                             self.details.links):
             needs_kernel.add_class("nbprof-live")
 
     def _make_controls(self) -> None:
-        """The search box with its arrows and match count, the lane and duration filters."""
-        self.search = ipywidgets.Text(placeholder="search names (regex)", continuous_update=True,
-                                      layout=ipywidgets.Layout(width="260px"))
-        self.search.add_class("nbprof-search")
-        self.match_count = ipywidgets.HTML()
-        self.match_count.add_class("nbprof-match-count")
-        self.previous = ipywidgets.Button(icon="arrow-up", tooltip="previous match",
-                                          layout=ipywidgets.Layout(width="36px"))
-        self.next = ipywidgets.Button(icon="arrow-down", tooltip="next match",
-                                      layout=ipywidgets.Layout(width="36px"))
+        """The search bar (box, arrows, match count), the lane and duration filters."""
+        self.search_bar = SearchBar(self.trace, self.timeline, self._origin_ns, self._show_details)
+        bar = self.search_bar
+        self.search, self.previous, self.next, self.match_count = bar.box, bar.previous, bar.next, bar.count
         self.lane_filter = LaneFilter(self.timeline.lanes, self.timeline.lane_groups)
         self.min_duration = ipywidgets.BoundedFloatText(value=0.0, min=0.0, max=1e12, step=1.0,
                                                         description="Min µs",
                                                         layout=ipywidgets.Layout(width="180px"))
         self.min_duration.add_class("nbprof-min-duration")
-        self._toolbar = ipywidgets.HBox([self.search, self.previous, self.next, self.match_count],
-                                        layout=ipywidgets.Layout(align_items="center"))
         self._filters = ipywidgets.HBox([self.lane_filter, self.min_duration],
                                         layout=ipywidgets.Layout(align_items="flex-start"))
 
@@ -150,87 +143,22 @@ class TraceWidget(ipywidgets.VBox):
         self.body.layout.display = "" if shown else "none"
         self.expand.description = "Hide the timeline" if shown else "Show the timeline"
 
-    # -- search -------------------------------------------------------------------------------
-
-    def run_search(self, pattern: str) -> None:
-        result = find_events(self.trace, pattern)
-        self._set_matches(result.event_ids, result.gpu_rows)
-        self._count_message = result.message
-        self._show_count()
-
-    def in_view(self) -> int:
-        """Matches (CPU events and GPU intervals) that overlap the time range in view. The browser
-        sends each zoom and pan to the kernel (jupyter_bokeh), so x_range is the user's view."""
-        x_range = self.timeline.plot.x_range
-        low, high = x_range.start + self._origin_ns, x_range.end + self._origin_ns
-        trace = self.trace
-        cpu = self._matches
-        gpu = self._gpu_matches
-        return int(np.count_nonzero((trace.start_ns[cpu] < high) & (trace.end_ns[cpu] > low))
-                   + np.count_nonzero((trace.gpu_start_ns[gpu] < high) & (trace.gpu_end_ns[gpu] > low)))
-
-    def _show_count(self) -> None:
-        """The search message, with how many of the matches are in view when some are."""
-        message = self._count_message
-        if len(self._matches) + len(self._gpu_matches):
-            message += f" · {self.in_view():,} in view"
-        self.match_count.value = html_text(message)
+    # -- navigation: the search bar (search_bar.py) and the details links ---------------------
 
     def show_op(self, name: str) -> None:
-        """A summary row was clicked: outline every event of that op and the GPU intervals they
-        launched (through the ops nested in them too: what clicking one of them links to)."""
-        ids = events_named(self.trace, name)
-        gpu_rows = gpu_launched_by(self.trace, ids)
-        self._set_matches(ids, gpu_rows)
-        launched = f" + {len(gpu_rows):,} GPU intervals they launched" if len(gpu_rows) else ""
-        self._count_message = f"{len(ids):,} events of {printable(name)}{launched}"
-        self._show_count()
+        """A summary row was clicked: its op's events (and the GPU work they launched) outlined."""
+        self.search_bar.show_op(name)
 
-    def _set_matches(self, event_ids: np.ndarray, gpu_rows: np.ndarray) -> None:
-        self.timeline.highlight(event_ids, gpu_rows)
-        self._matches, self._gpu_matches, self._match_order = event_ids, gpu_rows, None
-        self._match_index = -1
+    def in_view(self) -> int:
+        return self.search_bar.in_view()
 
-    def step_match(self, step: int) -> None:
-        """Select the next (or previous) match, CPU event or GPU interval, in time order."""
-        total = len(self._matches) + len(self._gpu_matches)
-        if not total:
-            return
-        if self._match_order is None:  # sorted on the first step, not on every keystroke
-            starts = np.concatenate([self.trace.start_ns[self._matches],
-                                     self.trace.gpu_start_ns[self._gpu_matches]])
-            self._match_order = np.argsort(starts, kind="stable")
-        self._match_index = (self._match_index + step) % total
-        k = int(self._match_order[self._match_index])
-        if k < len(self._matches):
-            kind, row = "cpu", int(self._matches[k])
-            start, end = self.trace.start_ns[row], self.trace.end_ns[row]
-        else:
-            kind, row = "gpu", int(self._gpu_matches[k - len(self._matches)])
-            start, end = self.trace.gpu_start_ns[row], self.trace.gpu_end_ns[row]
+    def jump_to(self, row: int, kind: str = "cpu") -> None:
+        """A link in the details pane: select that event and zoom to it."""
         self.timeline.select(row, kind=kind)
-        self._bring_into_view(int(start), int(end))
-        # The selection's on_change shows the details too, but not when the same match is stepped
-        # to again (no change): and the user may have switched to another pane since.
         self._show_details(row, kind)
-        self.match_count.value = html_text(f"{self._match_index + 1} of {total:,}")
-
-    def _bring_into_view(self, start_ns: int, end_ns: int) -> None:
-        """Pan (keeping the zoom) so the interval is in view; zoom out if it is wider than the view."""
-        x_range = self.timeline.plot.x_range
-        origin = timeline_origin_ns(self.trace)
-        start, end = start_ns - origin, end_ns - origin
-        width = max(x_range.end - x_range.start, (end - start) * 1.2)
-        if x_range.start <= start and end <= x_range.end and width == x_range.end - x_range.start:
-            return
-        middle = (start + end) / 2
-        x_range.update(start=middle - width / 2, end=middle + width / 2)
+        zoom_to(self.timeline, *event_interval(self.trace, row, kind))
 
     # -- filters and selection ----------------------------------------------------------------
-
-    def _view_moved(self) -> None:
-        if self._match_index < 0:  # while stepping, the count says "k of n"
-            self._show_count()
 
     def _filter_changed(self, _change) -> None:
         lanes = list(self.lane_filter.value)
@@ -242,12 +170,19 @@ class TraceWidget(ipywidgets.VBox):
         self._show_details(int(ids[0]) if ids else None, kinds[0] if kinds else "cpu")
 
     def _show_details(self, event_id: int | None, kind: str = "cpu") -> None:
-        if event_id is not None and kind == "gpu":
-            self.details.value = gpu_details_html(self.trace, event_id)
-        else:
-            self.details.value = details_html(self.trace, event_id)
+        self.details.show(event_id, kind)
         if event_id is not None:
             self.panes.selected_index = 0
+
+    def _area_changed(self, data) -> None:
+        """An area selection summarises its time range in the details pane; clearing it brings
+        back the selected event's details."""
+        starts, ends = list(data.get("start_ns", [])), list(data.get("end_ns", []))
+        if starts and ends:
+            self.details.show_range(int(starts[0]), int(ends[0]))
+            self.panes.selected_index = 0
+        else:
+            self.details.show(*(self.details.shown or (None, "cpu")))
 
     # -- outside a widget front end -------------------------------------------------------------
 

@@ -117,15 +117,21 @@ def encode_events(trace: Trace, lanes: Lanes) -> tuple[str, dict]:
         "detail_text": np.asarray(detail_text_ids, np.int64),
     }
     packed, layout = pack_columns(columns)
+    info = {"layout": layout, "n_cpu": n_cpu, "n_gpu": n_gpu, "origin_ns": origin, "span_ns": span,
+            **lane_info(trace, lanes), "detail_texts": texts}
+    return packed, info
+
+
+def lane_info(trace: Trace, lanes: Lanes) -> dict:
+    """What the browser knows of lanes, rows and names: the same whichever events a page carries
+    (served.py's coarser level uses it too)."""
     lane_height = np.zeros(len(lanes.labels), np.int64)
     np.maximum.at(lane_height, lanes.row_lane, lanes.row_sub + 1)
-    info = {
-        "layout": layout, "n_cpu": n_cpu, "n_gpu": n_gpu, "origin_ns": origin, "span_ns": span,
+    return {
         "labels": lanes.labels, "short_labels": lanes.short, "groups": lanes.groups,
-        "group_titles": lanes.group_titles, "row_kind": lanes.row_kind.tolist(), "lane_is_gpu": lanes.is_gpu.tolist(),
+        "group_titles": lanes.group_titles, "row_kind": lanes.row_kind.tolist(),
+        "lane_is_gpu": lanes.is_gpu.tolist(),
         "lane_height": lane_height.tolist(), "row_lane": lanes.row_lane.tolist(),
         "row_sub": lanes.row_sub.tolist(), "row_is_gpu": lanes.row_is_gpu.tolist(),
         "names": list(trace.names), "name_hash": name_hashes(trace.names).tolist(),
-        "detail_texts": texts,
     }
-    return packed, info

@@ -23,9 +23,10 @@ def read_js(name: str) -> str:
 
 
 # The timeline's CustomJS body, in order: constants, decoding, level of detail, names in bars,
-# overlays, wheel/keys/drag, triggers.
+# overlays, the kernel-served level of detail, wheel/keys/drag, triggers.
 TIMELINE_PARTS = ("timeline.js", "timeline_decode.js", "timeline_draw.js", "timeline_text.js",
-                  "timeline_overlays.js", "timeline_input.js", "timeline_main.js")
+                  "timeline_overlays.js", "timeline_served.js", "timeline_input.js",
+                  "timeline_main.js")
 
 
 def timeline_code() -> str:

@@ -150,13 +150,20 @@ def build_lanes(trace: Trace) -> Lanes:
 
     # GPU lanes: one per (device, stream) in use.
     unique_streams, gpu_stream_index = np.unique(trace.gpu_stream_keys(), return_inverse=True)
-    for key in unique_streams:  # one iteration per stream
+    op_events_only = np.ones(len(unique_streams), bool)
+    np.logical_and.at(op_events_only, gpu_stream_index, trace.gpu_kind == KIND_OP)
+    for key_index, key in enumerate(unique_streams):  # one iteration per stream
         device, stream = split_stream_key(key)
         rank, device = own_devices.get(device, (None, device))
         if merged:
             rank_prefix = f"rank {rank}"
-        labels.append(f"{rank_prefix + ' · ' if merged else ''}GPU {device} stream {stream}")
-        short.append(f"GPU {device} · stream {stream}")
+        # A lane of per-op CUDA-event intervals only: the legacy records name no stream.
+        if op_events_only[key_index]:
+            full, brief = f"GPU {device} (op events)", f"GPU {device} (op events)"
+        else:
+            full, brief = f"GPU {device} stream {stream}", f"GPU {device} · stream {stream}"
+        labels.append(f"{rank_prefix + ' · ' if merged else ''}{full}")
+        short.append(brief)
         groups.append(" · ".join(filter(None, [rank_prefix, f"GPU {device}"])))
         lane_rank.append(-1 if rank is None else rank)
     is_gpu = np.arange(len(labels)) >= n_cpu_lanes

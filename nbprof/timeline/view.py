@@ -18,6 +18,7 @@ from .data import encode_events
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, KERNEL_ROW_UNITS, LABEL_FONT, LINK_COLOR,
                       PALETTES, SELECTION_COLOR, main_plot, overview_plot, plot_height)
 from .jsfiles import timeline_code
+from .served import DEFAULT_MAX_EMBEDDED, served_past_budget, served_sources
 from .lanes import ROW_GPU_KERNEL, build_lanes, cpu_families, gpu_families
 
 
@@ -61,13 +62,16 @@ def _row_units(lanes) -> int:
 class Timeline:
     """A Bokeh timeline of one Trace; see the package docstring for the interface."""
 
-    def __init__(self, trace: Trace, *, height: int | None = None, width: int | None = None):
+    def __init__(self, trace: Trace, *, height: int | None = None, width: int | None = None,
+                 max_embedded_events: int | None = DEFAULT_MAX_EMBEDDED):
         if not isinstance(trace, Trace):
             raise TypeError(f"Timeline wants an nbprof.Trace, got {type(trace).__name__}: "
                             "load a file with nbprof.load(path) or profile with nbprof.profile()")
         self.trace = trace
         lanes = build_lanes(trace)
-        packed, info = encode_events(trace, lanes)
+        # Past the budget the page embeds a coarser level and the kernel serves each view (served.py).
+        self.served = served_past_budget(trace, lanes, max_embedded_events)
+        packed, info = self.served.page() if self.served else encode_events(trace, lanes)
         info.update(palettes=PALETTES, block_colors=BLOCK_COLORS, highlight_color=HIGHLIGHT_COLOR,
                     selection_color=SELECTION_COLOR, link_color=LINK_COLOR, label_font=LABEL_FONT)
         self._labels = list(lanes.labels)
@@ -116,7 +120,7 @@ class Timeline:
             ticker=ticker, yaxis=plot.yaxis[0], hover=hover,
             overview_marks=sources["overview_marks"], labels_source=sources["labels"],
             area_band=sources["area_band"], area_selection=self.area_selection,
-            view_request=self._view_request))
+            view_request=self._view_request, **served_sources(self.served)))
         plot.x_range.js_on_change("start", callback)
         plot.x_range.js_on_change("end", callback)
         for source in (self.selection, self.highlighted, self.highlighted_gpu, self.filter,
@@ -126,6 +130,8 @@ class Timeline:
         plot.js_on_event("reset", callback)  # the reset tool also undoes a zoom of the lanes
         self.rendered.selected.js_on_change("indices", callback)
         hover.callback = callback
+        if self.served:
+            self.served.connect(callback)
 
         self.plot, self.overview = plot, overview
         self.note = Div(text=self._note_html(), name="nbprof_note")
@@ -144,7 +150,8 @@ class Timeline:
 
         path = pathlib.Path(path)
         html = file_html(self.layout.document, resources=INLINE,
-                         title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}")
+                         title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}",
+                         suppress_callback_warning=self.served is not None)  # kernel-only serving
         make_folders(path, "the timeline page")
         return write_file(path, html, "the timeline page")  # a failure keeps any earlier page
 
@@ -163,6 +170,8 @@ class Timeline:
 
         if merged_note(trace):
             text += "<br>" + html_text(merged_note(trace))
+        if self.served:
+            text += "<br>" + html_text(self.served.note())
         return text
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------

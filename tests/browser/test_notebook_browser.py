@@ -110,7 +110,7 @@ def test_search_updates_the_match_count_and_highlights(page, artifacts):
         const {start, end} = plot.x_range; plot.x_range.setv({start, end: start + (end - start) / 3}); }""")
     count.locator("text=/^9 events · [0-8] in view$/").wait_for()
     page.locator(f"{PANEL} .nbprof-widget button[title='next match']").first.click()
-    count.locator("text='1 of 9'").wait_for()
+    count.locator("text=/^1 of 9 · [1-9] in view$/").wait_for()  # stepped to, zoomed onto
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "notebook_search.png"))
 
 

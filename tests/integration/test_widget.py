@@ -26,7 +26,7 @@ def test_search_counts_highlights_and_steps_through_matches(trace):
     assert len(widget.timeline.highlighted.data["event_id"]) == 30
     widget.next.click()
     widget.next.click()
-    assert widget.match_count.value == "2 of 30"
+    assert widget.match_count.value.startswith("2 of 30 · ")
     second = widget.timeline.selection.data["event_id"][0]
     assert trace.names[trace.name_id[second]] == "aten::relu"
     assert "aten::relu" in widget.details.value and widget.panes.selected_index == 0
@@ -35,9 +35,28 @@ def test_search_counts_highlights_and_steps_through_matches(trace):
     assert x_range.start <= trace.start_ns[second] - origin <= x_range.end  # brought into view
     widget.previous.click()
     widget.previous.click()
-    assert widget.match_count.value == "30 of 30"  # wraps around
+    assert widget.match_count.value.startswith("30 of 30 · ")  # wraps around
     widget.search.value = ""
     assert len(widget.timeline.highlighted.data["event_id"]) == 0 and widget.match_count.value == ""
+
+
+def test_stepping_to_a_match_in_view_zooms_to_it_and_the_count_says_how_many_are_in_view(trace):
+    widget = nbprof.widget(trace)
+    x_range = widget.timeline.plot.x_range
+    whole = x_range.end - x_range.start
+    widget.search.value = "^aten::relu$"
+    widget.next.click()  # the first relu is in view, a sliver among 30: zoom onto it
+    first = widget.timeline.selection.data["event_id"][0]
+    origin = widget._origin_ns
+    start, end = trace.start_ns[first] - origin, trace.end_ns[first] - origin
+    assert x_range.start <= start and end <= x_range.end
+    view = x_range.end - x_range.start
+    assert view < whole / 2 and (10 * (end - start) >= view or view <= 5_000)  # zoomed onto it
+    in_view = widget.in_view()
+    assert 1 <= in_view < 30
+    assert widget.match_count.value == f"1 of 30 · {in_view} in view"
+    x_range.update(start=x_range.start - whole, end=x_range.end + whole)  # the user zooms out
+    assert widget.match_count.value == "1 of 30 · 30 in view"
 
 
 def test_the_match_count_says_how_many_are_in_view(trace):
@@ -106,6 +125,101 @@ def test_a_summary_row_outlines_the_gpu_intervals_its_op_launched(alexnet):
     # aten::linear launches nothing itself: its row outlines what the addmm inside it launched
     widget.summary.selected = "aten::linear"
     assert set(launched) <= set(widget.timeline.highlighted_gpu.data["gpu_row"])
+
+
+def test_details_links_select_and_zoom_to_parent_children_and_launched_kernels(alexnet):
+    widget = nbprof.widget(alexnet)
+    x_range = widget.timeline.plot.x_range
+    whole = x_range.end - x_range.start
+    addmm = int(np.flatnonzero(alexnet.name_id == alexnet.names.index("aten::addmm"))[0])
+    widget.timeline.selection.data = {"event_id": [addmm], "kind": ["cpu"]}  # a tap
+    links = {button.description: button for button in widget.details.link_buttons()}
+    parent = int(alexnet.parent[addmm])
+    assert alexnet.names[alexnet.name_id[parent]] in links  # aten::linear
+    kernel_row = int(np.flatnonzero(alexnet.gpu_launch == addmm)[0])
+    kernel = next(b for b in widget.details.link_buttons()
+                  if b.tooltip == alexnet.names[alexnet.gpu_name_id[kernel_row]])
+    kernel.click()  # a launched kernel: the GPU interval is selected, zoomed to, detailed
+    assert widget.timeline.selection.data == {"event_id": [kernel_row], "kind": ["gpu"]}
+    origin = widget._origin_ns
+    assert x_range.start <= alexnet.gpu_start_ns[kernel_row] - origin
+    assert alexnet.gpu_end_ns[kernel_row] - origin <= x_range.end
+    assert x_range.end - x_range.start < whole / 10
+    assert "Launched by" in widget.details.value
+    (launcher,) = widget.details.link_buttons()
+    launcher.click()  # back to the op that launched it
+    assert widget.timeline.selection.data == {"event_id": [addmm], "kind": ["cpu"]}
+    child = next(b for b in widget.details.link_buttons()
+                 if b.tooltip == alexnet.names[alexnet.name_id[alexnet.children(addmm)[0]]])
+    child.click()
+    assert widget.timeline.selection.data["event_id"] == [alexnet.children(addmm)[0]]
+    assert "µs" in widget.details.value and "s → " in widget.details.value
+
+
+def test_an_area_selection_summarises_its_range_in_the_details(alexnet, monkeypatch):
+    from bokeh.models import ColumnDataSource
+
+    from nbprof.html_text import html_text
+    from nbprof.range_summary import range_summary
+    from nbprof.timeline import Timeline
+
+    widget = nbprof.widget(alexnet)
+    if getattr(widget.timeline, "area_selection", None) is None:
+        # Until the timeline's area selection lands: the source its interface promises.
+        original = Timeline.__init__
+
+        def with_area(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            self.area_selection = ColumnDataSource({"start_ns": [], "end_ns": []})
+        monkeypatch.setattr(Timeline, "__init__", with_area)
+        widget = nbprof.widget(alexnet)
+    widget.timeline.select(5)
+    widget.panes.selected_index = 1
+    start = int(alexnet.gpu_start_ns[10])
+    end = int(alexnet.gpu_end_ns[40])
+    widget.timeline.area_selection.data = {"start_ns": [start], "end_ns": [end]}  # a drag
+    html = widget.details.value
+    assert widget.panes.selected_index == 0 and "Selected range" in html
+    summary = range_summary(alexnet, start, end)
+    top_gpu = summary.gpu.rows[0]
+    assert (f"<code>{html_text(top_gpu.name)}</code></td><td style='text-align:right'>"
+            f"{top_gpu.count:,}</td>") in html
+    assert f"{summary.cpu.events:,} CPU events, {summary.gpu.events:,} GPU intervals" in html
+    assert html.count("<tr>") == len(summary.cpu.rows) + len(summary.gpu.rows) + 2  # + headers
+    widget.timeline.area_selection.data = {"start_ns": [], "end_ns": []}  # cleared
+    assert "Selected range" not in widget.details.value
+    assert html_text(alexnet.names[alexnet.name_id[5]]) in widget.details.value
+
+
+def test_with_stack_the_details_show_the_users_frames_and_the_cell_number():
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "nbprof")
+    with capture_output():
+        shell.run_cell("import torch\ndef step(x):\n    return torch.mm(x, x)\n", store_history=True)
+        defined_in = shell.execution_count - 1
+        result = shell.run_cell("%%cudaprof --with-stack -o stack_trace --no-display\n"
+                                "x = torch.ones(4, 4)\ny = step(x)\n", store_history=True)
+    assert result.success
+    profiled_in = shell.execution_count - 1
+    trace = shell.user_ns["stack_trace"]
+    mm = int(np.flatnonzero(trace.name_id == trace.names.index("aten::mm"))[0])
+    widget = nbprof.widget(trace)
+    widget.timeline.selection.data = {"event_id": [mm], "kind": ["cpu"]}
+    stack = widget.details.value.split("Stack</th>")[1].split("</td>")[0]
+    lines = [line.removeprefix("<code>").removesuffix("</code>") for line in
+             stack.removeprefix("<td style='text-align:left'>").split("<br>")]
+    assert f"cell [{defined_in}], line 2: step" in lines and f"cell [{profiled_in}]" in lines
+    assert lines[-1].startswith("… ") and lines[-1].endswith(" library frames")
+    assert not any("ipython-input" in line or "IPython" in line or "nbprof" in line for line in lines)
+    # the summary lists ops, not the Python frames of every thread the kernel runs
+    names = {row["name"] for row in widget.summary.rows}
+    assert "aten::mm" in names and not any(".py(" in name for name in names)
+    # the Python frames are its stack, not parents to click through
+    assert not any("magic.py" in button.tooltip or "ipython-input" in button.tooltip
+                   for button in widget.details.link_buttons())
 
 
 def test_a_tap_on_the_timeline_shows_the_details(trace):

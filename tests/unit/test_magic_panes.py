@@ -103,11 +103,88 @@ def test_gpu_details_name_the_launching_op():
     assert "aten::addmm" in html
 
 
-def test_details_times_are_on_the_timelines_axis():
-    trace = Trace.build(start_ns=[5_000, 7_000], end_ns=[9_000, 8_000], thread=[0, 0], name_id=[0, 1],
-                        names=["outer", "inner"], threads=[(1, 1, "main")])
-    html = details_html(trace, 1)  # the axis starts at the first event (5 us)
-    assert "2.000us &rarr; 3.000us (<b>1.000us</b>)" in html
+def test_details_times_are_on_the_timelines_axis_to_the_microsecond():
+    # the axis starts at the first event; positions to the µs, never "43.292s -> 43.292s"
+    base = 43_000_000_000
+    trace = Trace.build(start_ns=[base, base + 12_345_000], end_ns=[base + 50_000_000, base + 12_388_800],
+                        thread=[0, 0], name_id=[0, 1], names=["outer", "inner"],
+                        threads=[(1, 1, "main")])
+    html = details_html(trace, 1)
+    assert "12.345 ms → 12.389 ms, 43.8 µs" in html
+    assert "0.000 ms → 50.000 ms, 50.000 ms" in details_html(trace, 0)
+
+
+def test_times_read_at_a_glance_in_every_unit():
+    from nbprof.notebook.details import format_duration, interval_text
+
+    assert [format_duration(ns) for ns in (850, 43_800, 12_345_600, 2_345_000_000)] == [
+        "850 ns", "43.8 µs", "12.346 ms", "2.345 s"]
+    # past a second both ends keep the µs: two events 44 µs apart stay apart
+    assert interval_text(43_292_118_000, 43_292_162_000, 0) == "43.292118 s → 43.292162 s, 44.0 µs"
+
+
+# The stack torch records under %%cudaprof --with-stack in a real kernel (innermost first): the
+# op's C call, the cell, the magic that ran it, then IPython, ipykernel, tornado and asyncio.
+KERNEL_STACK = (
+    "<built-in method mm of type object at 0x7f87f5ecea40>",
+    "/tmp/ipykernel_4242/1234567.py(2): step",
+    "/tmp/ipykernel_4242/3456789.py(0): <module>",
+    "<built-in function exec>",
+    "nbprof/notebook/magic.py(83): run",
+    "nbprof/notebook/magic.py(106): profile_cell",
+    "IPython/core/interactiveshell.py(2644): run_cell_magic",
+    "/tmp/ipykernel_4242/3456789.py(1): <module>",
+    "IPython/core/interactiveshell.py(3823): run_code",
+    "ipykernel/zmqshell.py(540): run_cell",
+    "tornado/gen.py(786): run",
+    "asyncio/events.py(84): _run",
+    "<frozen runpy>(88): _run_code",
+)
+
+
+def test_a_stack_shows_the_users_frames_and_names_notebook_cells():
+    from nbprof.notebook.frames import fold_stack
+
+    cells = {"/tmp/ipykernel_4242/1234567.py": 3, "/tmp/ipykernel_4242/3456789.py": 5}
+    assert fold_stack(KERNEL_STACK, cells) == [
+        "… 1 library frame", "cell [3], line 2: step", "cell [5]", "… 10 library frames"]
+    # the user's own module and a package in between, in a plain IPython shell
+    stack = ("torch/nn/modules/linear.py(124): forward", "train.py(12): step",
+             "torch/nn/modules/module.py(1736): _call_impl",
+             "/opt/venv/lib/python3.11/site-packages/accelerate/hooks.py(170): new_forward",
+             "<ipython-input-7-644adb21c82a>(0): <module>",
+             "nbprof/notebook/magic.py(83): run")
+    assert fold_stack(stack, {}) == ["… 1 library frame", "train.py(12): step",
+                                     "… 2 library frames", "cell [7]", "… 1 library frame"]
+    # a trace loaded in another kernel: its cells are not in this one's map
+    assert fold_stack(KERNEL_STACK[1:3], {}) == ["a notebook cell, line 2: step", "a notebook cell"]
+
+
+def test_details_fold_the_stack_and_name_the_cell():
+    trace = Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=["aten::mm"],
+                        threads=[(1, 1, "main")], stacks={0: KERNEL_STACK})
+    html = details_html(trace, 0, {"/tmp/ipykernel_4242/3456789.py": 5})
+    assert "<code>cell [5]</code>" in html and "… 10 library frames" in html
+    assert "ipykernel_4242/3456789" not in html and "interactiveshell" not in html
+
+
+def test_an_event_links_to_its_parents_children_and_launched_gpu_work():
+    from nbprof.notebook.details import event_links, gpu_links
+
+    trace = two_run_trace()
+    addmm = int(events_named(trace, "aten::addmm")[1])
+    parents, children, launched = event_links(trace, addmm)
+    assert [(link.text, link.kind) for link in parents.links] == [("aten::linear", "cpu"),
+                                                                  ("cudaprof run 2/2", "cpu")]
+    assert children.label == "Children" and children.links == []
+    assert launched.label == "Launched (1)"
+    (kernel,) = launched.links
+    assert (kernel.text, kernel.kind) == ("volta_sgemm_128x64", "gpu")
+    assert trace.gpu_launch[kernel.row] == addmm
+    (launcher,) = gpu_links(trace, kernel.row)[0].links
+    assert (launcher.kind, launcher.row) == ("cpu", addmm)
+    linear = parents.links[0].row
+    assert [link.row for link in event_links(trace, linear)[1].links] == [addmm]
 
 
 def test_repeat_table_shows_control_characters_as_escapes_in_aligned_rows():
@@ -118,3 +195,16 @@ def test_repeat_table_shows_control_characters_as_escapes_in_aligned_rows():
     assert all(ch.isprintable() for line in lines for ch in line)
     table_lines = lines[1:-1]  # after "Per run, over 2 runs:", rules, header and rows
     assert len({len(line) for line in table_lines}) == 1, lines
+
+
+def test_the_summary_lists_ops_not_with_stacks_python_frames():
+    from nbprof.notebook.summary import summary_html, summary_rows
+
+    # --with-stack: Python frames are events of category python_function around the ops
+    trace = Trace.build(start_ns=[0, 10, 20], end_ns=[100, 90, 30], thread=[0, 0, 0],
+                        name_id=[0, 1, 2], names=["threading.py(1002): _bootstrap", "train.py(3): step",
+                                                  "aten::mm"],
+                        threads=[(1, 1, "main")], category=[2, 2, 0],
+                        categories=("op", "user_annotation", "python_function"))
+    assert [row["name"] for row in summary_rows(trace)] == ["aten::mm"]
+    assert "_bootstrap" not in summary_html(trace) and "aten::mm" in summary_html(trace)
