@@ -97,7 +97,7 @@ function layoutLanes(S) {
   S.rowH = new Float64Array(info.row_lane.length).fill(1);
   S.drawnRows = [];
   S.headers = [];
-  const ticks = [], labels = new Map(), bands = {left: [], right: [], bottom: [], top: []};
+  const spans = [], bands = {left: [], right: [], bottom: [], top: []};  // spans: what the y axis names
   const band = (bottom, top) => {
     bands.left.push(-1e18); bands.right.push(1e18); bands.bottom.push(bottom); bands.top.push(top);
   };
@@ -112,8 +112,7 @@ function layoutLanes(S) {
         const collapsed = S.collapsedGroups.has(group);
         const count = lanes.filter((l) => info.groups[l] === group).length;
         const title = info.group_titles[group] || group || "lanes";
-        ticks.push(y + 0.5);
-        labels.set(y + 0.5, collapsed ? `▸ ${title} (${count} lane${count > 1 ? "s" : ""})` : `▾ ${title}`);
+        spans.push([y, y + 1, collapsed ? `▸ ${title} (${count} lane${count > 1 ? "s" : ""})` : `▾ ${title}`]);
         S.headers.push({top: y, bottom: y + 1, group});
         band(y, y + 1);
         headerY = y;
@@ -128,14 +127,12 @@ function layoutLanes(S) {
       continue;
     }
     const height = placeLane(S, lane, y, cap, true);
-    ticks.push(y + height / 2);
-    labels.set(y + height / 2, info.short_labels[lane]);
+    spans.push([y, y + height, info.short_labels[lane]]);
     y += height;
   }
   closeBand();
   S.totalRows = Math.max(y, 1);
-  ticker.ticks = ticks;
-  yaxis.major_label_overrides = labels;
+  S.labelSpans = spans;
   bands_source.data = bands;
   showLaneWindow(S);
 }
@@ -145,6 +142,17 @@ function showLaneWindow(S) {
   const shown = S.totalRows / S.laneZoom;
   S.laneTop = Math.min(Math.max(S.laneTop, 0), S.totalRows - shown);
   plot.y_range.setv({start: S.laneTop + shown, end: S.laneTop, reset_start: S.totalRows, reset_end: 0});
+  // Each lane and header is named at the middle of its part in view: zoomed in y, a tall lane
+  // whose middle is off screen keeps its label.
+  const ticks = [], labels = new Map(), bottom = S.laneTop + shown;
+  for (const [top, end, label] of S.labelSpans) {
+    if (end <= S.laneTop || top >= bottom) continue;
+    const middle = (Math.max(top, S.laneTop) + Math.min(end, bottom)) / 2;
+    ticks.push(middle);
+    labels.set(middle, label);
+  }
+  ticker.ticks = ticks;
+  yaxis.major_label_overrides = labels;
 }
 
 function drawView(S) {

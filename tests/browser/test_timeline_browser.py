@@ -766,6 +766,8 @@ def test_alt_wheel_zooms_the_lanes_so_cut_lanes_grow_back_and_reset_undoes_it(br
     y = page.evaluate("nbY()")
     assert abs(y[0] - y[1]) < page.evaluate("nbState().totalRows")  # a window of the lanes
     assert page.evaluate("nbX()") == x  # y only
+    assert axis(page)[0] == ["main thread"]  # the lane in view keeps its label, in view
+    assert min(y) < page.evaluate("nbAxis()[0][0]") < max(y)
     page.screenshot(path=artifacts / "timeline_lanes_zoomed_in_y.png")
     # Alt+Shift+wheel scrolls the lanes down
     top = min(y)
