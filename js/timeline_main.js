@@ -17,8 +17,10 @@ function onTap(S) {
   }
   const kind = rendered.data.gpu[k] ? "gpu" : "cpu";
   // A runtime call selects the kernels it launched too (after itself: the first is the click).
-  const kernels = kind === "cpu" ? callKernels(S, S.cpuEntry[id]) : [];
-  selection.data = {event_id: [id, ...kernels.map((e) => S.id[e])],
+  const kernels = kind === "cpu" ? callKernels(S, entryOf(S, id, "cpu")) : [];
+  // an entry's trace id (served entries carry local ids: timeline_served.js)
+  const traceId = (e) => (S.eventId ? S.eventId[e] : S.id[e]);
+  selection.data = {event_id: [id, ...kernels.map(traceId)],
                     kind: [kind, ...kernels.map(() => "gpu")]};
 }
 
