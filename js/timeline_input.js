@@ -30,16 +30,17 @@ function clearSelection() {
 }
 
 function bringIntoView(S, start, end) {
-  // A search match: where it is already drawn as its own bar, nothing moves; else the view
-  // centres on it, narrowed (never widened, unless the match is wider) until it is a bar.
+  // A search match, as nbprof/timeline/view.py's view_onto decides (again here, with the plot's
+  // real width): where it is already LABEL_MIN_PX wide in view (a bar with its name), nothing
+  // moves; else the view centres on it at 4x its length (at least 2 µs), never wider than it was.
   const x0 = plot.x_range.start, x1 = plot.x_range.end;
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
-  const dur = Math.max(end - start, 1), nsPerPx = (x1 - x0) / width;
+  const length = Math.max(end - start, 1);
   const inView = start >= x0 && end <= x1;
-  if (inView && dur >= MIN_REAL_PX * nsPerPx) return;
-  let span = x1 - x0;
-  if (dur < MIN_REAL_PX * nsPerPx) span = dur * width / (8 * MIN_REAL_PX);  // ~24 px wide
-  span = Math.max(span, dur * 1.2);
+  if (inView && length * width / Math.max(x1 - x0, 1e-9) >= LABEL_MIN_PX) return;
+  let span = Math.max(4 * length, 2000);
+  if (inView) span = Math.min(span, x1 - x0);
+  span = Math.max(span, 1.2 * length);
   const middle = (start + end) / 2;
   setX(S, middle - span / 2, middle + span / 2);
 }
