@@ -83,10 +83,13 @@ function layoutLanes(S) {
   const open = (lane) => !(headers && S.collapsedGroups.has(info.groups[lane]));
   // Lanes get one row per nesting depth while they fit; else every lane is cut to the deepest
   // `cap` rows that fit, down to 1 (its busy envelope). A taller plot grows them back.
-  const room = plot.inner_height > 0 ? plot.inner_height : plot.height;
+  // Zoomed in y (Alt+wheel), the lanes are laid out for a taller plot and the y range shows a
+  // window of them: cut lanes grow back.
+  const room = (plot.inner_height > 0 ? plot.inner_height : plot.height) * S.laneZoom;
   const total = (cap) => (headers ? groups.length : 0) +
     lanes.filter(open).reduce((sum, lane) => sum + placeLane(S, lane, 0, cap, false), 0);
   let cap = Math.max(1, ...lanes.map((lane) => info.lane_height[lane]));
+  S.uncutRows = total(cap);  // how far Alt+wheel may zoom the lanes: until none is cut, and 2x
   while (cap > 1 && total(cap) * ROW_PX > room) cap--;
   S.depthCap = cap;
   S.collapsed = cap === 1;
@@ -94,7 +97,7 @@ function layoutLanes(S) {
   S.rowH = new Float64Array(info.row_lane.length).fill(1);
   S.drawnRows = [];
   S.headers = [];
-  const ticks = [], labels = new Map(), bands = {left: [], right: [], bottom: [], top: []};
+  const spans = [], bands = {left: [], right: [], bottom: [], top: []};  // spans: what the y axis names
   const band = (bottom, top) => {
     bands.left.push(-1e18); bands.right.push(1e18); bands.bottom.push(bottom); bands.top.push(top);
   };
@@ -109,8 +112,7 @@ function layoutLanes(S) {
         const collapsed = S.collapsedGroups.has(group);
         const count = lanes.filter((l) => info.groups[l] === group).length;
         const title = info.group_titles[group] || group || "lanes";
-        ticks.push(y + 0.5);
-        labels.set(y + 0.5, collapsed ? `▸ ${title} (${count} lane${count > 1 ? "s" : ""})` : `▾ ${title}`);
+        spans.push([y, y + 1, collapsed ? `▸ ${title} (${count} lane${count > 1 ? "s" : ""})` : `▾ ${title}`]);
         S.headers.push({top: y, bottom: y + 1, group});
         band(y, y + 1);
         headerY = y;
@@ -125,16 +127,32 @@ function layoutLanes(S) {
       continue;
     }
     const height = placeLane(S, lane, y, cap, true);
-    ticks.push(y + height / 2);
-    labels.set(y + height / 2, info.short_labels[lane]);
+    spans.push([y, y + height, info.short_labels[lane]]);
     y += height;
   }
   closeBand();
   S.totalRows = Math.max(y, 1);
+  S.labelSpans = spans;
+  bands_source.data = bands;
+  showLaneWindow(S);
+}
+
+function showLaneWindow(S) {
+  // The rows in view: all of them, or a 1/laneZoom window from S.laneTop when zoomed in y.
+  const shown = S.totalRows / S.laneZoom;
+  S.laneTop = Math.min(Math.max(S.laneTop, 0), S.totalRows - shown);
+  plot.y_range.setv({start: S.laneTop + shown, end: S.laneTop, reset_start: S.totalRows, reset_end: 0});
+  // Each lane and header is named at the middle of its part in view: zoomed in y, a tall lane
+  // whose middle is off screen keeps its label.
+  const ticks = [], labels = new Map(), bottom = S.laneTop + shown;
+  for (const [top, end, label] of S.labelSpans) {
+    if (end <= S.laneTop || top >= bottom) continue;
+    const middle = (Math.max(top, S.laneTop) + Math.min(end, bottom)) / 2;
+    ticks.push(middle);
+    labels.set(middle, label);
+  }
   ticker.ticks = ticks;
   yaxis.major_label_overrides = labels;
-  bands_source.data = bands;
-  plot.y_range.setv({start: S.totalRows, end: 0, reset_start: S.totalRows, reset_end: 0});
 }
 
 function drawView(S) {

@@ -2,7 +2,8 @@
 //
 // Plain wheel scrolls the page or notebook: Bokeh's wheel zoom tool wants Ctrl (and Chromium
 // sends a trackpad pinch as Ctrl+wheel), and without it Bokeh leaves the event to the page. ⌘ +
-// wheel zooms and Shift + wheel pans here. With the timeline focused (click it) the keys work as
+// wheel zooms and Shift + wheel pans here; Alt + wheel zooms the lanes in y (lanes cut to fit grow
+// back), Alt + Shift + wheel scrolls them. With the timeline focused (click it) the keys work as
 // in Perfetto: W/S zoom, A/D pan, the arrows the same, Esc clears the selection.
 
 function setX(S, start, end) {
@@ -29,18 +30,43 @@ function clearSelection() {
 }
 
 function bringIntoView(S, start, end) {
-  // A search match: where it is already drawn as its own bar, nothing moves; else the view
-  // centres on it, narrowed (never widened, unless the match is wider) until it is a bar.
+  // A search match, as nbprof/timeline/view.py's view_onto decides (again here, with the plot's
+  // real width): where it is already LABEL_MIN_PX wide in view (a bar with its name), nothing
+  // moves; else the view centres on it at 4x its length (at least 2 µs), never wider than it was.
   const x0 = plot.x_range.start, x1 = plot.x_range.end;
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
-  const dur = Math.max(end - start, 1), nsPerPx = (x1 - x0) / width;
+  const length = Math.max(end - start, 1);
   const inView = start >= x0 && end <= x1;
-  if (inView && dur >= MIN_REAL_PX * nsPerPx) return;
-  let span = x1 - x0;
-  if (dur < MIN_REAL_PX * nsPerPx) span = dur * width / (8 * MIN_REAL_PX);  // ~24 px wide
-  span = Math.max(span, dur * 1.2);
+  if (inView && length * width / Math.max(x1 - x0, 1e-9) >= LABEL_MIN_PX) return;
+  let span = Math.max(4 * length, 2000);
+  if (inView) span = Math.min(span, x1 - x0);
+  span = Math.max(span, 1.2 * length);
   const middle = (start + end) / 2;
   setX(S, middle - span / 2, middle + span / 2);
+}
+
+function zoomLanes(S, factor, fraction) {
+  // Alt+wheel: lanes get taller (and cut lanes grow back) around the row at `fraction` of the
+  // plot's height; 1 shows every lane in the plot again.
+  const most = Math.max(1, 2 * S.uncutRows * ROW_PX / Math.max(plot.inner_height, 1));
+  const zoom = Math.min(most, Math.max(1, S.laneZoom * factor));
+  if (zoom === S.laneZoom) return;
+  const anchor = (S.laneTop + fraction * S.totalRows / S.laneZoom) / S.totalRows;
+  S.laneZoom = zoom;
+  layoutLanes(S);  // for the new room; then keep the row under the pointer where it was
+  S.laneTop = anchor * S.totalRows - fraction * S.totalRows / zoom;
+  showLaneWindow(S);
+  drawView(S);
+}
+
+function scrollLanes(S, rows) {
+  S.laneTop += rows;
+  showLaneWindow(S);
+}
+
+function resetLanes(S) {
+  S.laneZoom = 1; S.laneTop = 0;
+  redrawAll(S);
 }
 
 function toggleGroup(S, group) {
@@ -67,13 +93,19 @@ function installInput(S, view) {
 
   el.addEventListener("wheel", (event) => {
     if (event.ctrlKey) return;  // Bokeh's wheel zoom tool (and a pinch)
-    const zoom = event.metaKey, pan = event.shiftKey;
-    if (!zoom && !pan) return;  // the page scrolls
+    const zoom = event.metaKey, pan = event.shiftKey, lanes = event.altKey;
+    if (!zoom && !pan && !lanes) return;  // the page scrolls
     const at = local(event);
     if (!at.inFrame) return;
     event.preventDefault();
     event.stopPropagation();
     const unit = event.deltaMode === 1 ? 16 : event.deltaMode === 2 ? plot.inner_width : 1;
+    if (lanes) {  // Alt: the lanes, in y. Alt+Shift scrolls them, Alt zooms them.
+      const delta = (event.deltaY || event.deltaX) * unit;
+      if (pan) scrollLanes(S, delta / Math.max(plot.inner_height, 1) * S.totalRows / S.laneZoom);
+      else zoomLanes(S, Math.exp(-delta * 0.002), (at.sy - view.frame.bbox.top) / Math.max(plot.inner_height, 1));
+      return;
+    }
     const nsPerPx = (plot.x_range.end - plot.x_range.start) / Math.max(plot.inner_width, 1);
     if (zoom) zoomAt(S, Math.exp(event.deltaY * unit * 0.002), at.x);
     else panBy(S, (event.deltaX || event.deltaY) * unit * nsPerPx);  // Shift turns Y into X on some systems

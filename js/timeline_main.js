@@ -17,8 +17,10 @@ function onTap(S) {
   }
   const kind = rendered.data.gpu[k] ? "gpu" : "cpu";
   // A runtime call selects the kernels it launched too (after itself: the first is the click).
-  const kernels = kind === "cpu" ? callKernels(S, S.cpuEntry[id]) : [];
-  selection.data = {event_id: [id, ...kernels.map((e) => S.id[e])],
+  const kernels = kind === "cpu" ? callKernels(S, entryOf(S, id, "cpu")) : [];
+  // an entry's trace id (served entries carry local ids: timeline_served.js)
+  const traceId = (e) => (S.eventId ? S.eventId[e] : S.id[e]);
+  selection.data = {event_id: [id, ...kernels.map(traceId)],
                     kind: [kind, ...kernels.map(() => "gpu")]};
 }
 
@@ -57,6 +59,8 @@ function dispatch(S) {
     onTap(S);
   } else if (cb_obj === hover) {
     onHover(S);
+  } else if (cb_obj && cb_obj.event_name === "reset") {
+    resetLanes(S);  // the reset tool: every lane in view again
   } else if (cb_obj && cb_obj.event_name === "selectiongeometry") {
     // the box select tool: an area selection over its x extent
     const {x0, x1} = cb_obj.geometry;
@@ -71,7 +75,8 @@ function dispatch(S) {
 {
   let S = rendered.__nbprof;
   if (!S) {
-    S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1, collapsedGroups: new Set()};
+    S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1, collapsedGroups: new Set(),
+                                laneZoom: 1, laneTop: 0};
     const started = performance.now();
     inflateBase64(packed).then((bytes) => {
       const inflated = performance.now();

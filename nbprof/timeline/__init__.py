@@ -20,9 +20,9 @@ Interface (the notebook widget builds on it)::
                          # times), named "nbprof_area_selection": Shift+drag or the box select
                          # tool sets it; empty lists once cleared (Esc, a click on no bar)
     tl.show_range(start_ns, end_ns)               # zoom the x axis to exactly this range
-    tl.bring_into_view(start_ns, end_ns)          # a search match as its own bar: nothing moves
-                         # where it already is one in view, else zoom in on it (the browser
-                         # decides, knowing the plot's width)
+    tl.bring_into_view(start_ns, end_ns)          # a search match as a bar with its name: nothing
+                         # moves where it already is one in view, else centre on it at 4x its
+                         # length (sets x_range; the browser checks again with its real width)
     tl.plot, tl.overview, tl.rendered              # the main figure, the strip, what is drawn now
     timeline(trace, **kw) -> tl.layout
     save_html(trace, path, title=None) -> path    # standalone page, BokehJS inline, works offline
@@ -34,8 +34,9 @@ the figure. ``plot.tags`` gains "nbprof-ready" once the browser has decoded the 
 the first view.
 
 In the browser: plain wheel scrolls the page; Ctrl/⌘+wheel (and pinch) zooms x, Shift+wheel pans;
-with the plot focused W/S zoom, A/D and the arrows pan, Esc clears the selection; box zoom changes
-x only; a click on a group header's label collapses or expands its lanes. Bars at least 30 px wide
+Alt+wheel zooms the lanes in y (lanes cut to fit grow back; Alt+Shift+wheel scrolls them, reset
+undoes it); with the plot focused W/S zoom, A/D and the arrows pan, Esc clears the selection; box
+zoom changes x only; a click on a group header's label collapses or expands its lanes. Bars at least 30 px wide
 carry their name, cut with "…" to fit; a merged block says "12 events, mostly aten::mm".
 
 How it stays fluid at a million events: every event is packed into one compact hidden blob (varint

@@ -59,6 +59,29 @@ def _row_units(lanes) -> int:
     return int(units) + (groups if groups > 1 else 0)
 
 
+# bring_into_view's rule (js/timeline_input.js bringIntoView applies it again with the plot's real
+# width): a match is readable once it is LABEL_MIN_PX wide (it carries its name); else the view
+# centres on it at MATCH_VIEW_FACTOR times its length (at least MIN_MATCH_VIEW_NS), never wider
+# than the view was. Python assumes a notebook-wide plot until the browser knows better.
+LABEL_MIN_PX, MATCH_VIEW_FACTOR, MIN_MATCH_VIEW_NS, ASSUMED_PLOT_PX = 30, 4, 2_000, 1000
+
+
+def view_onto(view: tuple[float, float], start: float, end: float, width_px: float,
+              bounds: tuple[float, float]) -> tuple[float, float] | None:
+    """The x range that shows start..end readably, or None where ``view`` already does."""
+    x0, x1 = view
+    length = max(end - start, 1)
+    in_view = x0 <= start and end <= x1
+    if in_view and length * width_px / max(x1 - x0, 1e-9) >= LABEL_MIN_PX:
+        return None
+    span = max(MATCH_VIEW_FACTOR * length, MIN_MATCH_VIEW_NS)
+    if in_view:
+        span = min(span, x1 - x0)
+    span = min(max(span, 1.2 * length), bounds[1] - bounds[0])
+    left = min(max((start + end) / 2 - span / 2, bounds[0]), bounds[1] - span)
+    return left, left + span
+
+
 class Timeline:
     """A Bokeh timeline of one Trace; see the package docstring for the interface."""
 
@@ -78,6 +101,7 @@ class Timeline:
         self._short = list(lanes.short)
         self._groups = list(lanes.groups)
         self._origin_ns = int(info["origin_ns"])  # the x axis is ns since this time
+        self._fixed_width = bool(width)
         span = max(info["span_ns"], 1)
         total_rows = _row_units(lanes) or 1
         height = height or plot_height(total_rows)
@@ -127,6 +151,7 @@ class Timeline:
                        self.area_selection, self._view_request):
             source.js_on_change("data", callback)
         plot.js_on_event("selectiongeometry", callback)  # the box select tool
+        plot.js_on_event("reset", callback)  # the reset tool also undoes a zoom of the lanes
         self.rendered.selected.js_on_change("indices", callback)
         hover.callback = callback
         if self.served:
@@ -196,14 +221,21 @@ class Timeline:
         self.plot.x_range.update(start=int(start_ns) - self._origin_ns, end=int(end_ns) - self._origin_ns)
 
     def bring_into_view(self, start_ns: int, end_ns: int) -> None:
-        """Show ``start_ns``..``end_ns`` (the trace's own times) as its own bar: nothing moves
-        where it already is one in view; else the browser centres on it, zoomed in until it is
-        (a match hidden in a merged block comes out). Works live and in saved pages."""
+        """Show ``start_ns``..``end_ns`` (the trace's own times) as a bar of its own, wide enough
+        for its name: nothing moves where it already is one in view; else the view centres on it,
+        zoomed in (a match hidden in a merged block comes out). The x range is set here (so the
+        kernel knows the view at once), and the browser checks again with the plot's real width.
+        Works live and in saved pages."""
         if end_ns < start_ns:
             raise ValueError(f"a range {start_ns}..{end_ns} that ends before it starts")
+        start, end = int(start_ns) - self._origin_ns, int(end_ns) - self._origin_ns
+        x_range = self.plot.x_range
+        moved = view_onto((x_range.start, x_range.end), start, end,
+                          self.plot.width if self._fixed_width else ASSUMED_PLOT_PX, x_range.bounds)
+        if moved:
+            x_range.update(start=moved[0], end=moved[1])
         seq = (self._view_request.data.get("seq") or [0])[0] + 1  # a repeat is still a change
-        self._view_request.data = {"start_ns": [int(start_ns) - self._origin_ns],
-                                   "end_ns": [int(end_ns) - self._origin_ns], "seq": [seq]}
+        self._view_request.data = {"start_ns": [start], "end_ns": [end], "seq": [seq]}
 
     def highlight(self, event_ids, gpu_rows=()) -> None:
         """Outline these CPU events and GPU intervals (rows of ``trace.gpu_start_ns``): search or

@@ -675,10 +675,10 @@ true;
 """
 
 
-def test_in_jupyterlab_wheel_scrolls_the_notebook_ctrl_zooms_keys_and_names(lab, shared_traces, artifacts):
+def test_in_jupyterlab_wheel_scrolls_the_notebook_ctrl_zooms_keys_and_names(browser, lab, shared_traces,
+                                                                            artifacts):
     import nbformat
-    from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook, run_all_cells, start_kernel_session
-    from playwright.sync_api import sync_playwright
+    from jupyter_lab import PANEL, READY_JS, open_notebook, run_all_cells, start_kernel_session
 
     url, root = lab
     filler = "\n\n".join(f"Paragraph {i}: the notebook goes on around the timeline." for i in range(14))
@@ -689,61 +689,97 @@ def test_in_jupyterlab_wheel_scrolls_the_notebook_ctrl_zooms_keys_and_names(lab,
         nbformat.v4.new_markdown_cell(filler), nbformat.v4.new_markdown_cell(filler)]
     nbformat.write(notebook, root / LAB_NOTEBOOK)
     start_kernel_session(url, LAB_NOTEBOOK)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.set_default_timeout(60_000)
-        try:
-            open_notebook(page, url, LAB_NOTEBOOK)
-            run_all_cells(page)
-            page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
-            page.wait_for_function(READY_JS, timeout=60_000)
-            page.evaluate(LAB_HELPERS)
-            page.wait_for_function("() => nbLive() !== null", timeout=30_000)
-            page.evaluate("() => nbLive().view.el.scrollIntoView({block: 'center'})")
-            page.wait_for_timeout(500)
-            cells = page.locator(f"{PANEL} .jp-Cell").count()
-            view = page.evaluate("nbLiveX()")
-            x, y = page.evaluate(f"nbLiveScreen({(view[0] + view[1]) / 2}, 3)")
-            # Plain wheel over the timeline scrolls the notebook; the timeline does not zoom.
-            top = page.evaluate("nbScroller().scrollTop")
-            page.mouse.move(x, y)
-            page.mouse.wheel(0, 250)
-            page.wait_for_timeout(600)
-            assert page.evaluate("nbScroller().scrollTop") > top + 100
-            assert page.evaluate("nbLiveX()") == view
-            # Ctrl+wheel zooms (x only) and leaves the notebook where it is.
-            page.evaluate("() => nbLive().view.el.scrollIntoView({block: 'center'})")
-            page.wait_for_timeout(500)
-            x, y = page.evaluate(f"nbLiveScreen({(view[0] + view[1]) / 2}, 3)")
-            page.mouse.move(x, y)
-            top = page.evaluate("nbScroller().scrollTop")
-            page.keyboard.down("Control")
-            page.mouse.wheel(0, -300)
-            page.keyboard.up("Control")
-            page.wait_for_timeout(600)
-            zoomed = page.evaluate("nbLiveX()")
-            assert zoomed[1] - zoomed[0] < 0.9 * (view[1] - view[0])
-            assert abs(page.evaluate("nbScroller().scrollTop") - top) < 2
-            # Keys with the timeline focused: A pans, W zooms; Lab's own A (insert a cell) stays off.
-            page.evaluate("() => nbLive().view.canvas_view.events_el.focus()")
-            page.keyboard.press("a")
-            page.wait_for_timeout(300)
-            panned = page.evaluate("nbLiveX()")
-            assert panned[0] < zoomed[0] and panned[1] - panned[0] == pytest.approx(zoomed[1] - zoomed[0])
-            page.keyboard.press("w")
-            page.wait_for_timeout(300)
-            narrower = page.evaluate("nbLiveX()")
-            assert narrower[1] - narrower[0] == pytest.approx(0.8 * (panned[1] - panned[0]))
-            assert page.locator(f"{PANEL} .jp-Cell").count() == cells
-            # Names inside the wide bars, drawn in the live widget.
-            page.evaluate(f"() => nbLive().plot.x_range.setv({{start: 0, end: {view[1]}}})")
-            page.wait_for_timeout(500)
-            names = page.evaluate("() => [...nbLive().doc.get_model_by_name('nbprof_labels').data.text]")
-            assert len(names) >= 5 and "aten::to" in names
-            page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "lab_timeline_names.png"))
-        except Exception:
-            page.screenshot(path=str(artifacts / "lab_timeline_failed.png"))
-            raise
-        finally:
-            browser.close()
+    # the module's Chromium (a second sync Playwright cannot start beside it)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(60_000)
+    try:
+        open_notebook(page, url, LAB_NOTEBOOK)
+        run_all_cells(page)
+        page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
+        page.wait_for_function(READY_JS, timeout=60_000)
+        page.evaluate(LAB_HELPERS)
+        page.wait_for_function("() => nbLive() !== null", timeout=30_000)
+        page.evaluate("() => nbLive().view.el.scrollIntoView({block: 'center'})")
+        page.wait_for_timeout(500)
+        cells = page.locator(f"{PANEL} .jp-Cell").count()
+        view = page.evaluate("nbLiveX()")
+        x, y = page.evaluate(f"nbLiveScreen({(view[0] + view[1]) / 2}, 3)")
+        # Plain wheel over the timeline scrolls the notebook; the timeline does not zoom.
+        top = page.evaluate("nbScroller().scrollTop")
+        page.mouse.move(x, y)
+        page.mouse.wheel(0, 250)
+        page.wait_for_timeout(600)
+        assert page.evaluate("nbScroller().scrollTop") > top + 100
+        assert page.evaluate("nbLiveX()") == view
+        # Ctrl+wheel zooms (x only) and leaves the notebook where it is.
+        page.evaluate("() => nbLive().view.el.scrollIntoView({block: 'center'})")
+        page.wait_for_timeout(500)
+        x, y = page.evaluate(f"nbLiveScreen({(view[0] + view[1]) / 2}, 3)")
+        page.mouse.move(x, y)
+        top = page.evaluate("nbScroller().scrollTop")
+        page.keyboard.down("Control")
+        page.mouse.wheel(0, -300)
+        page.keyboard.up("Control")
+        page.wait_for_timeout(600)
+        zoomed = page.evaluate("nbLiveX()")
+        assert zoomed[1] - zoomed[0] < 0.9 * (view[1] - view[0])
+        assert abs(page.evaluate("nbScroller().scrollTop") - top) < 2
+        # Keys with the timeline focused: A pans, W zooms; Lab's own A (insert a cell) stays off.
+        page.evaluate("() => nbLive().view.canvas_view.events_el.focus()")
+        page.keyboard.press("a")
+        page.wait_for_timeout(300)
+        panned = page.evaluate("nbLiveX()")
+        assert panned[0] < zoomed[0] and panned[1] - panned[0] == pytest.approx(zoomed[1] - zoomed[0])
+        page.keyboard.press("w")
+        page.wait_for_timeout(300)
+        narrower = page.evaluate("nbLiveX()")
+        assert narrower[1] - narrower[0] == pytest.approx(0.8 * (panned[1] - panned[0]))
+        assert page.locator(f"{PANEL} .jp-Cell").count() == cells
+        # Names inside the wide bars, drawn in the live widget.
+        page.evaluate(f"() => nbLive().plot.x_range.setv({{start: 0, end: {view[1]}}})")
+        page.wait_for_timeout(500)
+        names = page.evaluate("() => [...nbLive().doc.get_model_by_name('nbprof_labels').data.text]")
+        assert len(names) >= 5 and "aten::to" in names
+        page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "lab_timeline_names.png"))
+    except Exception:
+        page.screenshot(path=str(artifacts / "lab_timeline_failed.png"))
+        raise
+    finally:
+        page.close()
+
+
+def test_alt_wheel_zooms_the_lanes_so_cut_lanes_grow_back_and_reset_undoes_it(browser, alexnet, tmp_path, artifacts):
+    trace, _ = alexnet
+    page = open_page(browser, save_html(trace, tmp_path / "short_y.html", height=260))
+    cut, x = page.evaluate("nbState().depthCap"), page.evaluate("nbX()")
+    deepest = int(trace.depth.max()) + 1
+    assert cut < deepest
+    px, py = page.evaluate(f"nbScreen({(x[0] + x[1]) / 2}, 1)")
+    page.mouse.move(px, py)
+    page.keyboard.down("Alt")
+    for _ in range(4):
+        page.mouse.wheel(0, -300)
+        page.wait_for_timeout(100)
+    page.keyboard.up("Alt")
+    page.wait_for_timeout(300)
+    assert page.evaluate("nbState().depthCap") == deepest  # every nesting level is back
+    y = page.evaluate("nbY()")
+    assert abs(y[0] - y[1]) < page.evaluate("nbState().totalRows")  # a window of the lanes
+    assert page.evaluate("nbX()") == x  # y only
+    assert axis(page)[0] == ["main thread"]  # the lane in view keeps its label, in view
+    assert min(y) < page.evaluate("nbAxis()[0][0]") < max(y)
+    page.screenshot(path=artifacts / "timeline_lanes_zoomed_in_y.png")
+    # Alt+Shift+wheel scrolls the lanes down
+    top = min(y)
+    page.keyboard.down("Alt")
+    page.keyboard.down("Shift")
+    page.mouse.wheel(0, 200)
+    page.keyboard.up("Shift")
+    page.keyboard.up("Alt")
+    page.wait_for_timeout(300)
+    assert min(page.evaluate("nbY()")) > top
+    # the reset tool: all lanes in the plot again, cut to fit
+    page.evaluate("() => { const p = nb('nbprof_plot'); Bokeh.index.find_one(p).reset(); }")
+    page.wait_for_function(f"() => nbState().depthCap === {cut}", timeout=5000)
+    assert sorted(page.evaluate("nbY()")) == [0, page.evaluate("nbState().totalRows")]
+    page.close()

@@ -11,6 +11,7 @@ from nbprof.timeline import Timeline
 from nbprof.timeline.data import encode_events, runtime_calls
 from nbprof.timeline.lanes import build_lanes, shown_tid
 from nbprof.timeline.packing import unpack_columns
+from nbprof.timeline.view import view_onto
 
 
 def test_short_labels_name_the_main_thread_and_number_the_others(shared_traces):
@@ -126,3 +127,19 @@ def test_area_selection_and_view_requests_are_named_sources():
     assert view._view_request.data["start_ns"] == [30] and view._view_request.data["end_ns"] == [50]
     with pytest.raises(ValueError, match="ends before it starts"):
         view.bring_into_view(50, 30)
+
+
+def test_bring_into_view_zooms_onto_a_sliver_and_leaves_a_readable_match_alone():
+    bounds = (-100.0, 1_000_100.0)
+    # a 1 µs match in a 1 ms view (1 px of 1000): centred at 4x its length, at least 2 µs
+    assert view_onto((0, 1_000_000), 500_000, 501_000, 1000, bounds) == (498_500, 502_500)
+    # 50 µs of a 1 ms view is 50 px: readable, nothing moves
+    assert view_onto((0, 1_000_000), 500_000, 550_000, 1000, bounds) is None
+    # out of view: moves to it even where it would be wide enough
+    assert view_onto((0, 100_000), 500_000, 550_000, 1000, bounds) == (425_000, 625_000)
+    # a match wider than a 4x view of it still fits whole; the bounds hold
+    assert view_onto((0, 10_000), 999_000, 1_000_000, 1000, bounds) == (996_100, 1_000_100)
+    view = Timeline(kineto_launch_trace())
+    view.bring_into_view(60, 70)  # the second kernel, 10 ns: the kernel hears the new range at once
+    x_range = view.plot.x_range
+    assert x_range.start <= 60 and 70 <= x_range.end and x_range.end - x_range.start <= 2_000
