@@ -125,7 +125,7 @@ def test_a_details_link_selects_and_zooms_to_the_kernel_an_op_launched(page, art
     page.wait_for_function(f"() => ({x_width})() < {before} / 10")  # zoomed onto it
     text = details.inner_text()
     assert "µs" in text and " → " in text
-    widget.screenshot(path=str(artifacts / "panes_details_link.png"))
+    details.screenshot(path=str(artifacts / "panes_details_link.png"))
 
 
 def _first_addmm() -> int:
@@ -151,13 +151,16 @@ def test_a_with_stack_event_shows_the_users_frames_and_its_cell(page, artifacts)
     text = details.inner_text()
     assert "cell [3]" in text and "library frames" in text
     assert "ipykernel_" not in text and "interactiveshell" not in text
-    widget.screenshot(path=str(artifacts / "panes_stack.png"))
+    details.screenshot(path=str(artifacts / "panes_stack.png"))
 
 
 def test_the_export_message_and_its_perfetto_link_sit_beside_the_button(page, artifacts):
     page, root = page
     widget = _widget(page, CPU)
     button = widget.locator(".nbprof-export")
+    # The button at the bottom edge of the window, where a user scrolling down meets it: the
+    # message that appears beside it must not grow out of view.
+    button.evaluate("(b) => b.scrollIntoView({block: 'end'})")
     with page.expect_download(timeout=60_000):
         button.click()
     status = widget.locator(".nbprof-export-status")
