@@ -23,13 +23,13 @@ $(CHROMIUM):
 chromium: $(CHROMIUM)
 
 demo: $(STAMP)
-	$(VENV)/bin/nbprof run kernels/train_mlp.py -o out/demo.html --trace out/demo.json.gz --table
+	$(VENV)/bin/nbprof run -o out/demo.html --trace out/demo.json.gz --table kernels/train_mlp.py
 
 # Two ranks of a DDP job (gloo on the CPU), each profiled, merged into one page and summarised.
 demo-ddp: $(STAMP)
 	rm -rf out/ddp
-	$(VENV)/bin/torchrun --standalone --nproc-per-node 2 -m nbprof.cli run kernels/ddp_mlp.py \
-		-o "out/ddp/page.rank{rank}.html" --trace "out/ddp/traces/step.rank{rank}.json.gz" -- --slow-rank 1
+	$(VENV)/bin/torchrun --standalone --nproc-per-node 2 -m nbprof.cli run \
+		-o "out/ddp/page.rank{rank}.html" --trace "out/ddp/traces/step.rank{rank}.json.gz" kernels/ddp_mlp.py --slow-rank 1
 	$(VENV)/bin/nbprof view out/ddp/traces -o out/ddp.html
 	$(VENV)/bin/nbprof ranks out/ddp/traces
 

@@ -10,9 +10,16 @@ Figures printed:
    (``NUMBA_ENABLE_CUDASIM=1``, set here when there is no GPU) a launch runs a Python thread per
    CUDA thread, so its cost dwarfs the recording and the figure is noisy;
 2. the recording alone: nbprof's real-mode launch wrapper around a launch that does nothing
-   (numba's own work excluded; no CUDA events, which a GPU adds), the part nbprof adds per launch.
+   (numba's own work excluded; no CUDA events, which a GPU adds), the part nbprof adds per launch;
+3. the same with torch's record_function under the legacy profiler (the launching thread's path).
 
-Usage: .venv/bin/python bench/bench_numba.py [--launches N] [--rounds R]
+On a GPU the launching thread is recorded by torch's legacy profiler, so its launches are timed
+by a record_function on their stream; a worker thread's by numba's own event pair: figure 1 is
+printed for both (``--thread main`` / ``worker`` / ``both``).
+
+Usage: .venv/bin/python bench/bench_numba.py [--gpu] [--launches N] [--rounds R] [--thread T]
+  --gpu: numba real mode on the GPU (the default where /dev/nvidiactl exists; with --gpu and no
+  GPU it says so and exits 2); without a GPU, numba's simulator.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ import os
 import pathlib
 import statistics
 import sys
+import threading
 import time
 
-if not os.path.exists("/dev/nvidiactl"):
+ASKED_GPU = "--gpu" in sys.argv[1:]
+if not ASKED_GPU and not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before numba.cuda is imported
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -53,7 +62,18 @@ def launch_loop(count: int, args, threads: int) -> float:
     return (clock() - start) / count
 
 
-def end_to_end(launches: int, rounds: int) -> tuple[float, float]:
+def on_thread(where: str, work):
+    """``work()``'s result, run on this thread (``main``) or on a fresh worker thread."""
+    if where == "main":
+        return work()
+    result = []
+    worker = threading.Thread(target=lambda: result.append(work()), name="bench-worker")
+    worker.start()
+    worker.join()
+    return result[0]
+
+
+def end_to_end(launches: int, rounds: int, where: str = "main") -> tuple[float, float]:
     threads = 4 if SIMULATOR else 256
     if SIMULATOR:
         args = (np.float32(2), *(np.ones(threads, np.float32) for _ in range(3)))
@@ -62,9 +82,9 @@ def end_to_end(launches: int, rounds: int) -> tuple[float, float]:
     launch_loop(3, args, threads)  # compile / warm up
     plain, profiled = [], []
     for _ in range(rounds):
-        plain.append(launch_loop(launches, args, threads))
+        plain.append(on_thread(where, lambda: launch_loop(launches, args, threads)))
         with nbprof.profile():
-            profiled.append(launch_loop(launches, args, threads))
+            profiled.append(on_thread(where, lambda: launch_loop(launches, args, threads)))
     return statistics.median(plain), statistics.median(profiled)
 
 
@@ -101,23 +121,80 @@ def recording_alone(launches: int, rounds: int) -> tuple[float, float]:
     return statistics.median(bare), statistics.median(recorded)
 
 
+def recording_with_torch(launches: int, rounds: int) -> tuple[float, float]:
+    """The launching thread's path: the wrapper with torch's real ``_RecordFunctionFast`` while
+    torch's legacy profiler records the thread. Its CPU state here (no CUDA events: a GPU adds a
+    cudaEventRecord at each end of the record_function); without CUDA, torch's current-stream
+    query is replaced by the default stream's handle."""
+    import torch
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.autograd import ProfilerConfig, ProfilerState
+
+    from nbprof.record.numba_gpu import TorchLaunchTiming
+
+    def original(launch_config, *args):
+        return None
+
+    recorder = NumbaLaunchRecorder(gpu=False)
+    timing = recorder.torch_timing = TorchLaunchTiming(torch, device=0, per_thread_default=False)
+    if not torch.cuda.is_available():
+        timing._current_handle = lambda device: 0
+    wrapped = recorder._launch_wrapper(original)
+    config = _DoNothingLaunch()
+    args = (np.float32(2), np.ones(4, np.float32), np.ones(4, np.float32), np.ones(4, np.float32))
+    state = ProfilerState.CUDA if torch.cuda.is_available() else ProfilerState.CPU
+    bare, recorded = [], []
+    for _ in range(rounds):
+        start = time.process_time()
+        for _ in range(launches):
+            original(config, *args)
+        bare.append((time.process_time() - start) / launches)
+        recorder.clear()
+        torch._C._autograd._enable_profiler_legacy(
+            ProfilerConfig(state, False, False, False, False, False, _ExperimentalConfig()))
+        try:
+            start = time.process_time()
+            for _ in range(launches):
+                wrapped(config, *args)
+            recorded.append((time.process_time() - start) / launches)
+        finally:
+            torch._C._autograd._disable_profiler_legacy()
+    return statistics.median(bare), statistics.median(recorded)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", action="store_true",
+                        help="numba real mode on the GPU (exit 2 if there is none)")
     parser.add_argument("--launches", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--thread", choices=("main", "worker", "both"), default="both")
     options = parser.parse_args()
+    if options.gpu and (SIMULATOR or not cuda.is_available()):
+        print("bench_numba --gpu: numba.cuda sees no GPU (or NUMBA_ENABLE_CUDASIM is set): run it "
+              "on a machine with one, or drop --gpu for the simulator")
+        sys.exit(2)
     mode = "numba.cuda simulator (CPU)" if SIMULATOR else "numba.cuda on the GPU"
     launches = options.launches or (200 if SIMULATOR else 5000)
-    plain, profiled = end_to_end(launches, options.rounds)
-    print(f"1. {mode}: {launches} saxpy launches x {options.rounds} rounds (median)")
-    print(f"   not profiled   {plain * 1e6:10.2f} us per launch")
-    print(f"   nbprof.profile {profiled * 1e6:10.2f} us per launch")
-    print(f"   added          {(profiled - plain) * 1e6:+10.2f} us per launch "
-          f"({profiled / plain:.3f}x)   target: <= +3 us on a GPU")
+    timed_by = {"main": "torch's record_function" if not SIMULATOR else "simulated",
+                "worker": "numba's events" if not SIMULATOR else "simulated"}
+    places = ("main", "worker") if options.thread == "both" else (options.thread,)
+    for where in places:
+        plain, profiled = end_to_end(launches, options.rounds, where)
+        print(f"1. {mode}, {where} thread (GPU timing: {timed_by[where]}): {launches} saxpy "
+              f"launches x {options.rounds} rounds (median)")
+        print(f"   not profiled   {plain * 1e6:10.2f} us per launch")
+        print(f"   nbprof.profile {profiled * 1e6:10.2f} us per launch")
+        print(f"   added          {(profiled - plain) * 1e6:+10.2f} us per launch "
+              f"({profiled / plain:.3f}x)   target: <= +3 us on a GPU")
     bare, recorded = recording_alone(100_000, options.rounds)
     print("2. the recording alone (nbprof's real-mode wrapper around a launch that does nothing,"
           " 4 arguments, no CUDA events)")
     print(f"   added          {(recorded - bare) * 1e6:+10.2f} us per launch")
+    bare, with_torch = recording_with_torch(50_000, options.rounds)
+    print("3. the same with torch's record_function (the launching thread's path; legacy "
+          "profiler on, " + ("CUDA events)" if not SIMULATOR else "CPU state: no CUDA events)"))
+    print(f"   added          {(with_torch - bare) * 1e6:+10.2f} us per launch")
 
 
 if __name__ == "__main__":

@@ -29,13 +29,27 @@ async function inflateBase64(text) {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
+// Whose layout column() reads: the page's, or a served answer's (timeline_served.js sets it).
+let decodeMeta = info;
+
 function column(bytes, name, Type) {
-  const [offset, , count] = info.layout[name];
+  const [offset, , count] = decodeMeta.layout[name];
   return decodeVarints(bytes, offset, count, new Type(count));
 }
 
+function groupBy(keys, nKeys) {
+  // CSR: for key k, the entries i with keys[i] === k are items[start[k]..start[k + 1]).
+  const start = new Int32Array(nKeys + 1);
+  for (let i = 0; i < keys.length; i++) if (keys[i] >= 0) start[keys[i] + 1]++;
+  for (let k = 0; k < nKeys; k++) start[k + 1] += start[k];
+  const items = new Int32Array(start[nKeys]);
+  const fill = start.slice(0, nKeys);
+  for (let i = 0; i < keys.length; i++) if (keys[i] >= 0) items[fill[keys[i]]++] = i;
+  return {start, items};
+}
+
 function decode(S, bytes) {
-  const nRows = info.row_lane.length, nCpu = info.n_cpu, nGpu = info.n_gpu;
+  const nRows = info.row_lane.length, nCpu = decodeMeta.n_cpu, nGpu = decodeMeta.n_gpu;
   const n = nCpu + nGpu;
   const rowCount = column(bytes, "row_count", Int32Array);
   const start = column(bytes, "start_gap", Float64Array);  // zigzag gap after the previous end
@@ -44,13 +58,15 @@ function decode(S, bytes) {
   const name = column(bytes, "name_id", Int32Array);
   const family = column(bytes, "family", Uint8Array);
   const launchPlus1 = column(bytes, "gpu_launch", Int32Array);
+  const runtimePlus1 = column(bytes, "gpu_runtime", Int32Array);
   const rowStart = new Int32Array(nRows + 1);
   const rowOf = new Int32Array(n);
   // Running max of ends within each row: sorted, so a binary search finds the first event in view
   // even when an earlier, longer one overlaps later ones.
   const maxEnd = new Float64Array(n);
   const cpuEntry = new Int32Array(nCpu), gpuEntry = new Int32Array(nGpu);  // event id -> entry
-  const launchOf = new Int32Array(n).fill(-1);  // per GPU entry: the launching CPU event id
+  const launchOf = new Int32Array(n).fill(-1);  // per GPU entry: the launching op's CPU id
+  const callOf = new Int32Array(n).fill(-1);    // per GPU entry: its runtime call's CPU id
   let gpuSeen = 0;
   for (let r = 0; r < nRows; r++) {
     const lo = rowStart[r], hi = lo + rowCount[r];
@@ -64,23 +80,29 @@ function decode(S, bytes) {
       rowOf[i] = r;
       running = Math.max(running, start[i] + dur[i]);
       maxEnd[i] = running;
-      if (isGpu) { gpuEntry[id[i]] = i; launchOf[i] = launchPlus1[gpuSeen++] - 1; }
-      else cpuEntry[id[i]] = i;
+      if (isGpu) {
+        gpuEntry[id[i]] = i;
+        launchOf[i] = launchPlus1[gpuSeen] - 1;
+        callOf[i] = runtimePlus1[gpuSeen++] - 1;
+      } else cpuEntry[id[i]] = i;
     }
   }
-  // Launch index: CPU event id -> the GPU entries it launched (CSR), for the links.
-  const launchStart = new Int32Array(nCpu + 1);
-  for (let i = 0; i < n; i++) if (launchOf[i] >= 0) launchStart[launchOf[i] + 1]++;
-  for (let c = 0; c < nCpu; c++) launchStart[c + 1] += launchStart[c];
-  const launched = new Int32Array(launchStart[nCpu]);
-  const fill = launchStart.slice(0, nCpu);
-  for (let i = 0; i < n; i++) if (launchOf[i] >= 0) launched[fill[launchOf[i]]++] = i;
+  // Launch indexes, CPU event id -> the GPU entries it launched: by op (an op's links are those
+  // of everything nested in it) and by runtime call (clicking a call selects its kernels).
+  const byOp = groupBy(launchOf, nCpu), byCall = groupBy(callOf, nCpu);
+  // Where each GPU entry's link starts: its runtime call where known, else the op.
+  const linkFrom = new Int32Array(n).fill(-1);
+  for (let i = 0; i < n; i++) {
+    const from = callOf[i] >= 0 ? callOf[i] : launchOf[i];
+    if (from >= 0) linkFrom[i] = cpuEntry[from];
+  }
   const details = new Array(n).fill("");
   const detailIds = column(bytes, "detail_entry", Int32Array);
   const detailTexts = column(bytes, "detail_text", Int32Array);
-  for (let k = 0; k < detailIds.length; k++) details[detailIds[k]] = info.detail_texts[detailTexts[k]];
+  for (let k = 0; k < detailIds.length; k++) details[detailIds[k]] = decodeMeta.detail_texts[detailTexts[k]];
   Object.assign(S, {rowStart, rowOf, start, dur, id, name, family, maxEnd, cpuEntry, gpuEntry,
-                    launchOf, launchStart, launched, details});
+                    launchOf, callOf, linkFrom, launchStart: byOp.start, launched: byOp.items,
+                    callStart: byCall.start, callLaunched: byCall.items, details});
   const laneRows = info.labels.map(() => []);
   for (let r = 0; r < nRows; r++) laneRows[info.row_lane[r]].push(r);
   S.laneRows = laneRows;

@@ -1,5 +1,7 @@
 // Level of detail: which bars the view shows, lane by lane and row by row.
 
+const ROW_GPU_KERNEL = 2, ROW_GPU_OP = 3;  // info.row_kind, as nbprof/timeline/lanes.py names them
+
 function colorOf(family, nameId) {
   const palette = info.palettes[family];
   return palette[info.name_hash[nameId] % palette.length];
@@ -14,72 +16,117 @@ function firstInView(S, lo, hi, x0) {
   return lo;
 }
 
-// Calls emit(row, first, count, left, right, busy) for each bar of rows in [x0, x1] at nsPerPx;
-// busy is the summed duration of a block's events (its shading says how full it is).
+// Calls emit(row, first, count, left, right, busy, longest) for each bar of rows in [x0, x1] at
+// nsPerPx; busy is the summed duration of a block's events (its shading says how full it is),
+// longest the entry of its longest event (what its label names).
 function sweep(S, rows, x0, x1, nsPerPx, minRealPx, emit) {
   const {start, dur, rowStart} = S;
   const minDur = S.minDuration, realNs = minRealPx * nsPerPx, gapNs = MERGE_GAP_PX * nsPerPx;
   for (const r of rows) {
     const hi = rowStart[r + 1];
-    let first = -1, count = 0, blockStart = 0, blockEnd = 0, busy = 0;
+    let first = -1, count = 0, blockStart = 0, blockEnd = 0, busy = 0, longest = -1;
     for (let i = firstInView(S, rowStart[r], hi, x0); i < hi && start[i] <= x1; i++) {
       const d = dur[i];
       if (d < minDur) continue;
       const s = start[i], e = s + d;
       if (e < x0) continue;
-      if (d >= realNs) {
-        if (count) emit(r, first, count, blockStart, blockEnd, busy);
+      // pre-merged entries (timeline_served.js) carry their event count and busy time
+      const n = S.entryCount ? S.entryCount[i] : 1, b = S.entryCount ? S.entryBusy[i] : d;
+      if (d >= realNs && n === 1) {
+        if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
         count = 0;
-        emit(r, i, 1, s, e, d);
+        emit(r, i, 1, s, e, d, i);
       } else if (count && s - blockEnd < gapNs) {
         if (e > blockEnd) blockEnd = e;
-        count++;
-        busy += d;
+        count += n;
+        busy += b;
+        if (d > dur[longest]) longest = i;
       } else {
-        if (count) emit(r, first, count, blockStart, blockEnd, busy);
-        first = i; count = 1; blockStart = s; blockEnd = e; busy = d;
+        if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
+        first = i; count = n; blockStart = s; blockEnd = e; busy = b; longest = i;
       }
     }
-    if (count) emit(r, first, count, blockStart, blockEnd, busy);
+    if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
   }
+}
+
+function rowUnits(r) {
+  return info.row_kind[r] === ROW_GPU_KERNEL ? KERNEL_ROW_UNITS : 1;
+}
+
+// Places one lane's rows from y down, keeping sub-rows above `cap`; returns the lane's height.
+// A CPU lane's deeper ops lie inside the ones shown: their rows are not swept, but get the last
+// kept row's place (for outlines and links). A GPU lane keeps its span and kernel rows whatever
+// the cap, and draws deeper op-interval rows into its last kept row.
+function placeLane(S, lane, y, cap, write) {
+  const rows = S.laneRows[lane], gpu = info.lane_is_gpu[lane];
+  let keep = cap;
+  if (gpu) for (const r of rows) if (info.row_kind[r] !== ROW_GPU_OP) keep = Math.max(keep, info.row_sub[r] + 1);
+  let offset = 0, lastY = y, lastH = 1;
+  for (const r of rows) {  // in sub-row order
+    const kept = info.row_sub[r] < keep;
+    if (kept) { lastY = y + offset; lastH = rowUnits(r); offset += lastH; }
+    if (write) {
+      S.rowY[r] = lastY; S.rowH[r] = lastH;
+      if (kept || gpu) S.drawnRows.push(r);
+    }
+  }
+  return Math.max(offset, 1);
 }
 
 function layoutLanes(S) {
   const visible = filter.data.lane_visible;
   const lanes = info.labels.map((_, lane) => lane).filter((lane) => visible[lane]);
-  // Lanes get one sub-row per nesting depth while they fit; else every lane is cut to the
-  // deepest `depthCap` rows that fit, down to 1 (its busy envelope): a CPU lane's deeper ops lie
-  // inside the ones shown, a GPU lane's deeper rows are drawn into its last row.
+  const groups = [...new Set(lanes.map((lane) => info.groups[lane]))];
+  // Group headers (click one to collapse its lanes into it) where there are several groups.
+  const headers = groups.length > 1;
+  const open = (lane) => !(headers && S.collapsedGroups.has(info.groups[lane]));
+  // Lanes get one row per nesting depth while they fit; else every lane is cut to the deepest
+  // `cap` rows that fit, down to 1 (its busy envelope). A taller plot grows them back.
   const room = plot.inner_height > 0 ? plot.inner_height : plot.height;
-  const rowsWith = (cap) => lanes.reduce((sum, lane) => sum + Math.min(info.lane_height[lane], cap), 0);
-  let depthCap = Math.max(1, ...lanes.map((lane) => info.lane_height[lane]));
-  while (depthCap > 1 && rowsWith(depthCap) * ROW_PX > room) depthCap--;
-  S.depthCap = depthCap;
-  S.collapsed = depthCap === 1;
+  const total = (cap) => (headers ? groups.length : 0) +
+    lanes.filter(open).reduce((sum, lane) => sum + placeLane(S, lane, 0, cap, false), 0);
+  let cap = Math.max(1, ...lanes.map((lane) => info.lane_height[lane]));
+  while (cap > 1 && total(cap) * ROW_PX > room) cap--;
+  S.depthCap = cap;
+  S.collapsed = cap === 1;
   S.rowY = new Float64Array(info.row_lane.length).fill(NaN);
+  S.rowH = new Float64Array(info.row_lane.length).fill(1);
   S.drawnRows = [];
+  S.headers = [];
   const ticks = [], labels = new Map(), bands = {left: [], right: [], bottom: [], top: []};
-  let y = 0, group = null, shade = false, bandTop = 0;
-  const closeBand = () => {
-    if (shade && y > bandTop) {
-      bands.left.push(-1e18); bands.right.push(1e18); bands.bottom.push(bandTop); bands.top.push(y);
-    }
+  const band = (bottom, top) => {
+    bands.left.push(-1e18); bands.right.push(1e18); bands.bottom.push(bottom); bands.top.push(top);
   };
+  let y = 0, group = null, shade = false, bandTop = 0, headerY = 0;
+  const closeBand = () => { if (shade && y > bandTop) band(bandTop, y); };
   for (const lane of lanes) {
     if (info.groups[lane] !== group) {
       closeBand();
       if (group !== null) shade = !shade;
       group = info.groups[lane]; bandTop = y;
+      if (headers) {
+        const collapsed = S.collapsedGroups.has(group);
+        const count = lanes.filter((l) => info.groups[l] === group).length;
+        const title = info.group_titles[group] || group || "lanes";
+        ticks.push(y + 0.5);
+        labels.set(y + 0.5, collapsed ? `▸ ${title} (${count} lane${count > 1 ? "s" : ""})` : `▾ ${title}`);
+        S.headers.push({top: y, bottom: y + 1, group});
+        band(y, y + 1);
+        headerY = y;
+        y += 1;
+      }
     }
-    const height = Math.min(info.lane_height[lane], depthCap);
-    for (const r of S.laneRows[lane]) {
-      const sub = info.row_sub[r];
-      if (!info.lane_is_gpu[lane] && sub >= depthCap) continue;
-      S.rowY[r] = y + Math.min(sub, depthCap - 1);
-      S.drawnRows.push(r);
+    if (!open(lane)) {  // collapsed: its top rows drawn into the header, as one envelope
+      for (const r of S.laneRows[lane]) {
+        S.rowY[r] = headerY; S.rowH[r] = 1;
+        if (info.lane_is_gpu[lane] || info.row_sub[r] === 0) S.drawnRows.push(r);
+      }
+      continue;
     }
+    const height = placeLane(S, lane, y, cap, true);
     ticks.push(y + height / 2);
-    labels.set(y + height / 2, info.labels[lane]);
+    labels.set(y + height / 2, info.short_labels[lane]);
     y += height;
   }
   closeBand();
@@ -91,55 +138,78 @@ function layoutLanes(S) {
 }
 
 function drawView(S) {
+  if (info.coarse) chooseEntries(S);  // the kernel's bars for this view, or the coarse level
   const x0 = plot.x_range.start, x1 = plot.x_range.end;
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
   const nsPerPx = (x1 - x0) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: [], alpha: [], name: [], lane: [],
                dur: [], count: [], id: [], gpu: [], details: [], launch: []};
-  const viewLinkOps = [];
-  let viewLinks = 0;
+  const text = {x: [], y: [], text: [], color: []};
+  let gpuInView = 0;  // GPU intervals in view, merged or not: links for all while few
   const minBar = MIN_BAR_PX * nsPerPx;
-  sweep(S, S.drawnRows, x0, x1, nsPerPx, MIN_REAL_PX, (r, first, count, left, right, busy) => {
-    const y = S.rowY[r], isGpu = info.row_is_gpu[r];
-    const nameText = info.names[S.name[first]];
+  sweep(S, S.drawnRows, x0, x1, nsPerPx, MIN_REAL_PX, (r, first, count, left, right, busy, longest) => {
+    const y = S.rowY[r], h = S.rowH[r], isGpu = info.row_is_gpu[r];
+    const right_ = Math.max(right, left + minBar);
     out.left.push(left);
-    out.right.push(Math.max(right, left + minBar));
-    out.bottom.push(y + 0.1);
-    out.top.push(y + 0.9);
+    out.right.push(right_);
+    out.bottom.push(y + BAR_PAD);
+    out.top.push(y + h - BAR_PAD);
     out.lane.push(info.labels[info.row_lane[r]]);
     out.dur.push(right - left);
     out.count.push(count);
     out.gpu.push(isGpu ? 1 : 0);
+    if (isGpu) gpuInView += count;
+    let name, color, alpha;
     if (count === 1) {
-      out.color.push(colorOf(S.family[first], S.name[first]));
-      out.alpha.push(1);
-      out.name.push(nameText);
-      out.id.push(S.id[first]);
+      name = info.names[S.name[first]];
+      color = colorOf(S.family[first], S.name[first]);
+      alpha = 1;
+      out.id.push(S.eventId ? S.eventId[first] : S.id[first]);  // served: local -> trace id
       out.details.push(S.details[first]);
       const launcher = isGpu ? S.launchOf[first] : -1;
       out.launch.push(launcher >= 0 ? info.names[S.name[S.cpuEntry[launcher]]] : "");
-      if (!isGpu) {
-        const links = S.launchStart[S.id[first] + 1] - S.launchStart[S.id[first]];
-        if (links) { viewLinks += links; viewLinkOps.push(S.id[first]); }
-      }
     } else {
       // A block is shaded by how busy it is: a lane 20% busy should not read as solid work.
       const fraction = Math.min(1, busy / Math.max(right - left, 1));
-      out.color.push(info.block_colors[S.family[first]]);
-      out.alpha.push(0.3 + 0.7 * fraction);
-      out.name.push(`${count} events (first: ${nameText})`);
+      name = `${count} events, mostly ${info.names[S.name[longest]]}`;
+      color = info.block_colors[S.family[first]];
+      alpha = 0.3 + 0.7 * fraction;
       out.id.push(-1);
       out.details.push(`${Math.round(100 * fraction)}% busy; zoom in (or click) to see them one by one`);
       out.launch.push("");
+    }
+    out.name.push(name); out.color.push(color); out.alpha.push(alpha);
+    // Its name inside the bar where it is wide enough, centred on the part in view.
+    const shownLeft = Math.max(left, x0), shownRight = Math.min(right_, x1);
+    const px = (shownRight - shownLeft) / nsPerPx;
+    if (px >= LABEL_MIN_PX) {
+      const fitted = fitText(S, name, px - 6);
+      if (fitted) {
+        text.x.push((shownLeft + shownRight) / 2); text.y.push(y + h / 2);
+        text.text.push(fitted); text.color.push(textColorOn(color, alpha));
+      }
     }
   });
   S.filling = true;
   rendered.data = out;
   rendered.selected.indices = [];
   S.filling = false;
-  S.viewLinkOps = viewLinks <= VIEW_LINKS_MAX ? viewLinkOps : [];
+  labels_source.data = text;
+  S.viewLinks = gpuInView <= VIEW_LINKS_MAX ? launchedInView(S, x0, x1) : [];
   S.barsDrawn = out.left.length;
+  S.labelsDrawn = text.x.length;
   drawOverlays(S);
+}
+
+function launchedInView(S, x0, x1) {
+  // The GPU entries in view that have a launch to link from (a few: the caller checked).
+  const found = [];
+  for (const r of S.drawnRows) {
+    if (!info.row_is_gpu[r]) continue;
+    for (let i = firstInView(S, S.rowStart[r], S.rowStart[r + 1], x0); i < S.rowStart[r + 1] && S.start[i] <= x1; i++)
+      if (S.linkFrom[i] >= 0 && S.dur[i] >= S.minDuration && S.start[i] + S.dur[i] >= x0) found.push(i);
+  }
+  return found;
 }
 
 function drawOverview(S) {
@@ -147,6 +217,7 @@ function drawOverview(S) {
   const width = overview.inner_width > 0 ? overview.inner_width : 800;
   const nsPerPx = (info.span_ns || 1) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: []};
+  if (info.coarse) Object.assign(S, S.embedded);  // the whole trace: the coarse level
   const laneY = new Map();
   for (const r of S.drawnRows) {
     const lane = info.row_lane[r];
@@ -159,7 +230,10 @@ function drawOverview(S) {
     out.color.push(info.block_colors[S.family[first]]);
   });
   overview_source.data = out;
-  overview.y_range.setv({start: Math.max(laneY.size, 1), end: 0});
+  S.overviewLanes = Math.max(laneY.size, 1);
+  if (info.coarse) restoreAnswer(S);  // back to what the view shows
+  overview.y_range.setv({start: S.overviewLanes, end: 0});
+  drawOverviewMarks(S);
 }
 
 function readFilter(S) {
@@ -176,12 +250,14 @@ function redrawAll(S) {
   S.drawnSize = [plot.inner_width, plot.inner_height];
 }
 
-function watchResize(S) {
+function plotView() {
+  try { return window.Bokeh.index.find_one(plot); } catch (error) { return null; }
+}
+
+function watchResize(S, view) {
   // Bokeh updates plot.inner_width/inner_height without change events, so a resized page (or a
   // notebook column) is noticed here: the LOD and the lane heights depend on the plot's size.
-  let view = null;
-  try { view = window.Bokeh.index.find_one(plot); } catch (error) { view = null; }
-  if (!view || typeof ResizeObserver === "undefined") return;
+  if (typeof ResizeObserver === "undefined") return;
   let pending = false;
   new ResizeObserver(() => {
     if (pending) return;

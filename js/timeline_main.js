@@ -1,10 +1,10 @@
-// Triggers: tap, hover and the dispatch of every event this CustomJS is attached to.
+// Triggers: tap, hover, box select and the dispatch of every event this CustomJS is attached to.
 
 function onTap(S) {
   if (S.filling) return;
   const indices = rendered.selected.indices;
   if (!indices.length) {
-    selection.data = {event_id: [], kind: []};
+    clearSelection();
     return;
   }
   const k = indices[0], id = rendered.data.id[k];
@@ -15,7 +15,11 @@ function onTap(S) {
     plot.x_range.setv({start: left - pad, end: right + pad});
     return;
   }
-  selection.data = {event_id: [id], kind: [rendered.data.gpu[k] ? "gpu" : "cpu"]};
+  const kind = rendered.data.gpu[k] ? "gpu" : "cpu";
+  // A runtime call selects the kernels it launched too (after itself: the first is the click).
+  const kernels = kind === "cpu" ? callKernels(S, S.cpuEntry[id]) : [];
+  selection.data = {event_id: [id, ...kernels.map((e) => S.id[e])],
+                    kind: [kind, ...kernels.map(() => "gpu")]};
 }
 
 function onHover(S) {
@@ -31,18 +35,34 @@ function onHover(S) {
   }
 }
 
+function onViewRequest(S) {
+  const {start_ns, end_ns} = view_request.data;
+  if (start_ns && start_ns.length) bringIntoView(S, Number(start_ns[0]), Number(end_ns[0]));
+}
+
 function dispatch(S) {
   if (cb_obj === plot.x_range) {
     const view = [plot.x_range.start, plot.x_range.end, plot.inner_width];
     if (S.lastView && view.every((v, i) => v === S.lastView[i])) return;
     S.lastView = view;
     drawView(S);
-  } else if (cb_obj === selection || cb_obj === highlight || cb_obj === highlight_gpu) {
+  } else if (cb_obj === highlight || cb_obj === highlight_gpu) {
     drawOverlays(S);
+    drawOverviewMarks(S);
+  } else if (cb_obj === selection || cb_obj === area_selection) {
+    drawOverlays(S);
+  } else if (cb_obj === view_request) {
+    onViewRequest(S);
   } else if (cb_obj === rendered.selected) {
     onTap(S);
   } else if (cb_obj === hover) {
     onHover(S);
+  } else if (cb_obj && cb_obj.event_name === "selectiongeometry") {
+    // the box select tool: an area selection over its x extent
+    const {x0, x1} = cb_obj.geometry;
+    if (cb_obj.final && x0 !== undefined) setArea(Math.min(x0, x1), Math.max(x0, x1));
+  } else if (cb_obj === served_answer) {  // the kernel's bars for a view (timeline_served.js)
+    onServedAnswer(S);
   } else {  // document ready, the filter: lanes may change
     redrawAll(S);
   }
@@ -51,21 +71,26 @@ function dispatch(S) {
 {
   let S = rendered.__nbprof;
   if (!S) {
-    S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1};
+    S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1, collapsedGroups: new Set()};
     const started = performance.now();
     inflateBase64(packed).then((bytes) => {
       const inflated = performance.now();
-      decode(S, bytes);
+      if (info.coarse) initCoarse(S, bytes); else decode(S, bytes);
       const decoded = performance.now();
       S.ready = true;
       redrawAll(S);
+      onViewRequest(S);  // a range asked for before the page opened (a saved page)
       // where the first view's time went (the benchmark reads it)
       S.timings = {inflate_ms: inflated - started, decode_ms: decoded - inflated,
                    first_draw_ms: performance.now() - decoded};
-      watchResize(S);
+      const view = plotView();
+      if (view) { watchResize(S, view); installInput(S, view); }
       // A model property that tests and the notebook widget can wait on.
       plot.tags = [...plot.tags.filter((t) => t !== "nbprof-ready"), "nbprof-ready"];
     }).catch((error) => console.error("nbprof timeline: could not decode the events", error));
   }
-  if (S.ready) dispatch(S);
+  if (S.ready) {
+    installInput(S, plotView());  // a view drawn again (a notebook output re-shown) gets them too
+    dispatch(S);
+  }
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -38,6 +39,9 @@ def train(steps: int = 5, batch: int = 32, width: int = 128, slow_rank: int | No
                     with torch.profiler.record_function("extra work (the straggler)"):
                         for _ in range(100):
                             torch.mm(torch.randn(128, 128), torch.randn(128, 128))
+                        # A wait no CPU contention can shrink, so the other rank surely waits
+                        # for this one in the step's all-reduce, even on a loaded machine.
+                        time.sleep(0.05)
                 optimizer.zero_grad(set_to_none=True)
                 loss = nn.functional.cross_entropy(model(inputs), labels)
                 loss.backward()  # DDP all-reduces the gradients here

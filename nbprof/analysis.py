@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import Trace
+from .events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
 
 SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cuda_time_total", "count",
              "cpu_time_avg", "self_cpu_time_avg", "cuda_time_avg", "name")
@@ -21,6 +21,10 @@ class KeyAverage:
     cpu_time_total: float
     self_cpu_time_total: float
     cuda_time_total: float
+    # With CUDA events and kernels in one trace (gpu_agreement.py): the events' GPU time and the
+    # union of the kernels under the same calls (their nested ops' included), side by side.
+    gpu_events_total: float = 0.0
+    gpu_kernels_total: float = 0.0
 
     @property
     def key(self) -> str:
@@ -41,21 +45,51 @@ class KeyAverage:
 
 def key_averages(trace: Trace, sort_by: str = "cpu_time_total") -> list[KeyAverage]:
     """Per event name: count, CPU total, self CPU total and CUDA total (the GPU time of the
-    intervals its events launched), sorted by ``sort_by``, largest first."""
+    intervals its events launched: kernels only, where the trace has kernels beside CUDA-event
+    intervals, which then go to ``gpu_events_total`` beside ``gpu_kernels_total``), sorted by
+    ``sort_by``, largest first."""
     _check_sort_key(sort_by)
     names = len(trace.names)
     count = np.bincount(trace.name_id, minlength=names)
     cpu_ns = np.bincount(trace.name_id, weights=trace.end_ns - trace.start_ns, minlength=names)
     self_ns = np.bincount(trace.name_id, weights=trace.self_ns, minlength=names)
-    launched = trace.gpu_launch >= 0
+    both = has_events_and_kernels(trace)
+    launched = (trace.gpu_launch >= 0) & ((trace.gpu_kind != KIND_OP) if both else True)
     cuda_ns = np.bincount(trace.name_id[trace.gpu_launch[launched]],
                           weights=(trace.gpu_end_ns - trace.gpu_start_ns)[launched],
                           minlength=names)
+    events_us = kernels_us = [0.0] * names
+    if both:
+        from .gpu_agreement import op_gpu_times
+
+        times = op_gpu_times(trace)
+        op_names = trace.name_id[times.op]
+        events_us = (np.bincount(op_names, weights=times.event_end_ns - times.event_start_ns,
+                                 minlength=names) / 1e3).tolist()
+        kernels_us = (np.bincount(op_names, weights=times.kernels_ns, minlength=names)
+                      / 1e3).tolist()
     # plain floats (tolist), so rows print and serialise like any Python numbers
     cpu_us, self_us, cuda_us = (cpu_ns / 1e3).tolist(), (self_ns / 1e3).tolist(), (cuda_ns / 1e3).tolist()
-    rows = [KeyAverage(trace.names[i], int(count[i]), cpu_us[i], self_us[i], cuda_us[i])
+    rows = [KeyAverage(trace.names[i], int(count[i]), cpu_us[i], self_us[i], cuda_us[i],
+                       events_us[i], kernels_us[i])
             for i in np.flatnonzero(count).tolist()]
     return sort_rows(rows, sort_by)
+
+
+KERNEL_WORK = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
+
+
+def gpu_work_kinds(trace: Trace) -> tuple:
+    """The GPU intervals that measure GPU work: kernels, memcpys and memsets where the trace has
+    them (per-op CUDA-event intervals beside them would count the same work again, with the
+    queueing and gaps they hold), else the per-op CUDA-event intervals too."""
+    return KERNEL_WORK if np.isin(trace.gpu_kind, KERNEL_WORK).any() else (KIND_OP, *KERNEL_WORK)
+
+
+def has_events_and_kernels(trace: Trace) -> bool:
+    """Whether the trace has per-op CUDA-event intervals and other GPU work (kernels) both."""
+    is_op = trace.gpu_kind == KIND_OP
+    return bool(is_op.any() and not is_op.all())
 
 
 def sort_rows(rows, sort_by: str):
@@ -70,20 +104,35 @@ def _check_sort_key(sort_by: str) -> None:
         raise ValueError(f"cannot sort by {sort_by!r}: choose one of {', '.join(SORT_KEYS)}")
 
 
-def gpu_busy_ns(trace: Trace) -> int:
-    """Time each GPU stream had work, summed over streams. A plain sum of the intervals would count
-    twice what nests: a parent op's CUDA-event interval holds its children's, an annotation's GPU
-    span holds its kernels."""
+def gpu_busy_ns(trace: Trace, kinds=None) -> int:
+    """Time each GPU stream had work, summed over streams; ``kinds``: only the GPU intervals of
+    these kinds (GPU_KINDS indices). A plain sum of the intervals would count twice what nests: a
+    parent op's CUDA-event interval holds its children's, an annotation's GPU span holds its
+    kernels."""
     busy = 0
+    chosen = np.ones(len(trace.gpu_kind), np.bool_) if kinds is None else np.isin(trace.gpu_kind, kinds)
     lanes = trace.gpu_stream_keys()
-    for lane in np.unique(lanes):
-        rows = lanes == lane  # GPU rows are in start order, so each lane's are too
+    for lane in np.unique(lanes[chosen]):
+        rows = chosen & (lanes == lane)  # GPU rows are in start order, so each lane's are too
         starts, ends = trace.gpu_start_ns[rows], np.maximum.accumulate(trace.gpu_end_ns[rows])
         # a block of overlapping intervals starts where an interval begins after all before it ended
         new_block = np.concatenate(([True], starts[1:] > ends[:-1]))
         block_ends = np.concatenate((ends[np.flatnonzero(new_block)[1:] - 1], ends[-1:]))
         busy += int((block_ends - starts[new_block]).sum())
     return busy
+
+
+def busy_lines(trace: Trace) -> list[str]:
+    """GPU busy time, each from what measures it: the per-op CUDA-event intervals (which also hold
+    queueing and gaps between an op's kernels) apart from the kernels, memcpys and memsets."""
+    lines = []
+    if (trace.gpu_kind == KIND_OP).any():
+        lines.append("GPU busy (op events): "
+                     f"{format_us(gpu_busy_ns(trace, [KIND_OP]) / 1e3)} (per stream, summed)")
+    if np.isin(trace.gpu_kind, KERNEL_WORK).any():
+        lines.append("GPU busy (kernels): "
+                     f"{format_us(gpu_busy_ns(trace, KERNEL_WORK) / 1e3)} (per stream, summed)")
+    return lines
 
 
 def format_us(us: float) -> str:
@@ -128,21 +177,35 @@ def limit_rows(rows: list, row_limit: int | None) -> list:
 
 def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
           name_width: int = 55) -> str:
-    """The summary as a text table, like torch's ``key_averages().table()``."""
+    """The summary as a text table, like torch's ``key_averages().table()``; with CUDA events and
+    kernels both, their GPU times side by side and a flag where they disagree (> 10%)."""
     rows = key_averages(trace, sort_by)
     shown = limit_rows(rows, row_limit)
     total_cpu = float((trace.end_ns - trace.start_ns)[trace.depth == 0].sum()) / 1e3
+    both = has_events_and_kernels(trace)
     headers = ["Name", "Self CPU %", "Self CPU", "CPU total", "CPU time avg", "CUDA total",
                "CUDA time avg", "# of Calls"]
-    cells = [[row.name,
-              f"{100.0 * row.self_cpu_time_total / total_cpu if total_cpu else 0.0:.2f}%",
-              format_us(row.self_cpu_time_total), format_us(row.cpu_time_total),
-              format_us(row.cpu_time_avg), format_us(row.cuda_time_total),
-              format_us(row.cuda_time_avg), str(row.count)]
-             for row in shown]
+    if both:
+        from .gpu_agreement import ratio_cell
+
+        headers[5:7] = ["GPU (events)", "GPU (kernels)", "Events/kernels"]
+    cells = []
+    for row in shown:
+        gpu = [format_us(row.cuda_time_total), format_us(row.cuda_time_avg)]
+        if both:
+            gpu = [format_us(row.gpu_events_total), format_us(row.gpu_kernels_total),
+                   ratio_cell(row.gpu_events_total / row.gpu_kernels_total)
+                   if row.gpu_kernels_total else "-"]
+        cells.append([row.name,
+                      f"{100.0 * row.self_cpu_time_total / total_cpu if total_cpu else 0.0:.2f}%",
+                      format_us(row.self_cpu_time_total), format_us(row.cpu_time_total),
+                      format_us(row.cpu_time_avg), *gpu, str(row.count)])
     out = [*text_table(headers, cells, name_width), f"Self CPU time total: {format_us(total_cpu)}"]
-    if trace.has_gpu:
-        out.append(f"GPU busy time (per stream, summed): {format_us(gpu_busy_ns(trace) / 1e3)}")
+    out += busy_lines(trace)
+    if both:
+        from .gpu_agreement import FLAG_NOTE
+
+        out.append(FLAG_NOTE)
     if len(rows) > len(shown):
         out.append(f"({len(rows) - len(shown)} more rows; pass row_limit=-1 for all)")
     return "\n".join(out)

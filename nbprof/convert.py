@@ -5,12 +5,10 @@ Two inputs:
   row per event, wall-clock ns and OS thread ids.
 - :func:`legacy_records_to_trace`: the legacy profiler's per-thread lists of push/pop records
   with CUDA events (``ProfilerState.CUDA``, the seed's mechanism). Each op's GPU interval is put
-  on the CPU clock through one anchor record per device (see CUDA_EVENTS.md):
-  GPU start = anchor's CPU time + ``anchor.cuda_elapsed_us(push)``,
-  GPU end = GPU start + ``push.cuda_elapsed_us(pop)``.
-  Whatever origin the GPU clock has cancels out; the anchor's own submission latency is the
-  alignment error. It only calls the records' methods, so tests feed it fakes that behave like
-  torch's, failures included.
+  on the CPU clock through anchor records per device (gpu_clock.py, CUDA_EVENTS.md): whatever
+  origin the GPU clock has cancels out, its drift is fitted between a start and a stop anchor,
+  and the anchor's latency is corrected by what the records prove. It only calls the records'
+  methods, so tests feed it fakes that behave like torch's, failures included.
 """
 
 from __future__ import annotations
@@ -20,6 +18,8 @@ import re
 import numpy as np
 
 from .events import KIND_OP, Thread, Trace
+from .gpu_clock import place_cuda_events
+from .own_cuda_calls import own_cuda_calls
 
 CPU_CATEGORIES = ("op", "user_annotation", "python_function")
 
@@ -70,6 +70,20 @@ def drop_profiler_frames(records):
     for row in own:
         keep &= ~((records.tid == records.tid[row]) & (records.start_ns >= records.start_ns[row])
                   & (records.end_ns <= records.end_ns[row]))
+    return keep_rows(records, keep)
+
+
+def drop_own_cuda_calls(records, *, event_times: dict, windows=()):
+    """``records`` without the profiler's own CUDA runtime calls (own_cuda_calls.py: the
+    legacy event stub's cudaEventRecord & co., everything inside nbprof's recorder calls), and
+    how many were dropped."""
+    own = own_cuda_calls(records.names, records.start_ns, records.tid, event_times=event_times,
+                         windows=windows)
+    return (keep_rows(records, ~own) if own.any() else records), int(own.sum())
+
+
+def keep_rows(records, keep: np.ndarray):
+    """:class:`CpuRecords` (or the like) with only the rows where ``keep``; sparse extras remapped."""
     new_row = np.cumsum(keep) - 1
 
     def remap(sparse):
@@ -160,6 +174,9 @@ class _LegacyRecords:
         self.thread_ids = column("thread_id", np.int64)
         self.has_cuda = column("has_cuda", np.bool_)
         self.devices = column("device", np.int64)
+        # async ranges (e.g. c10d Work) may be ended by another thread: CPU time only
+        self.is_async = column("is_async", np.bool_) if hasattr(method, "is_async") \
+            else np.zeros(count, np.bool_)
 
     def cpu_ns(self, base_time_ns: int) -> np.ndarray:
         """CPU times in ns from ``base_time_ns``. Relative to one record: cpu_elapsed_us
@@ -184,6 +201,11 @@ class _LegacyRecords:
         return np.where(found, by_handle[position], -1)
 
 
+# Ranges the recorder opens itself (anchors, warm-ups): never shown as the user's ops.
+PROFILER_RANGE_PREFIX = "nbprof::"
+LATE_ANCHOR_NS = 50_000  # an anchor error beyond this is worth a note (expected: a few us)
+
+
 def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int,
                             starting_thread: Thread, record_shapes: bool = False,
                             with_stack: bool = False, meta: dict | None = None) -> Trace:
@@ -191,8 +213,9 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
 
     ``thread_lists``: what ``_disable_profiler_legacy()`` returns, one list of records per
     profiler thread. ``anchor_name``: the name of the empty record_function opened on each
-    device right after enabling. ``starting_thread``: the Thread that enabled the profiler
-    (legacy records carry only torch's small thread ids, not OS ids).
+    device right after enabling (and again at stop, for the drift fit: see gpu_clock.py).
+    ``starting_thread``: the Thread that enabled the profiler (legacy records carry only torch's
+    small thread ids, not OS ids). ``meta["gpu_clock"]`` gets each anchored device's clock.
     """
     meta = _with_base(meta, base_time_ns)
     records = [record for records in thread_lists for record in records]
@@ -202,27 +225,23 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
     cpu_ns = table.cpu_ns(base_time_ns)
     is_push = table.kinds == "push"
     is_anchor = is_push & (table.names == anchor_name)
-    push_rows = np.flatnonzero(is_push & ~is_anchor)
+    own = np.fromiter((name == anchor_name or name.startswith(PROFILER_RANGE_PREFIX)
+                       for name in table.names), np.bool_, len(records))
+    push_rows = np.flatnonzero(is_push & ~own)
     pop_rows = table.pop_of(push_rows)
     unmatched = pop_rows < 0  # still open when profiling stopped (e.g. interrupted)
     start_ns = cpu_ns[push_rows]
     end_ns = np.where(unmatched, start_ns, cpu_ns[np.maximum(pop_rows, 0)])
-    anchors = {}  # device -> record row of its anchor's push (the first one)
-    for row in np.flatnonzero(is_anchor)[::-1]:
-        anchors[int(table.devices[row])] = int(row)
     marks = np.flatnonzero((table.kinds == "mark") & (table.names == "__start_profile"))
     # __start_profile is marked on the thread that enabled profiling.
     starting_id = int(table.thread_ids[marks[0] if len(marks) else 0])
 
-    gpu, no_event, no_anchor = _gpu_intervals(table, push_rows, pop_rows, anchors, cpu_ns)
-    notes = meta["notes"] = list(meta["notes"])
-    if unmatched.any():
-        notes.append(f"{int(unmatched.sum())} ops had not ended when profiling stopped: shown "
-                     "with no length.")
-    if no_event:
-        notes.append(f"{no_event} ops had CUDA events torch could not time: no GPU interval.")
-    if no_anchor:
-        notes.append(f"{no_anchor} ops ran on a device without an anchor: no GPU interval.")
+    gpu_ns, placed, clocks = place_cuda_events(records, cpu_ns, table.devices, table.has_cuda,
+                                               np.flatnonzero(is_anchor))
+    gpu, counts = _gpu_intervals(table, push_rows, pop_rows, gpu_ns, placed)
+    if clocks:
+        meta["gpu_clock"] = clocks
+    meta["notes"] = [*meta["notes"], *_legacy_notes(clocks, int(unmatched.sum()), counts)]
 
     name_id, names = intern_names(table.names[push_rows].tolist())
     thread, threads = _legacy_threads(table.thread_ids[push_rows], starting_id, starting_thread)
@@ -243,35 +262,60 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
         gpu_launch=gpu_op_rows, gpu_kind=np.full(count, KIND_OP, np.uint8), **extras)
 
 
-def _gpu_intervals(table: _LegacyRecords, push_rows, pop_rows, anchors: dict, cpu_ns):
-    """GPU start = anchor's CPU time + anchor.cuda_elapsed_us(push); end = start +
-    push.cuda_elapsed_us(pop). Each elapsed time is a separate torch call (it synchronizes on
-    the events), so this loop is per op; the rest is columns."""
-    candidates = np.flatnonzero((pop_rows >= 0) & table.has_cuda[push_rows])
-    op_rows, starts, ends, devices = [], [], [], []
-    no_event = no_anchor = 0
-    records = table.records
-    for op_row in candidates.tolist():
-        push = records[push_rows[op_row]]
-        device = int(table.devices[push_rows[op_row]])
-        anchor_row = anchors.get(device)
-        if anchor_row is None:
-            no_anchor += 1
-            continue
-        try:
-            gpu_start = int(cpu_ns[anchor_row]) + round(
-                records[anchor_row].cuda_elapsed_us(push) * 1000)
-            gpu_ns = round(push.cuda_elapsed_us(records[pop_rows[op_row]]) * 1000)
-        except RuntimeError:  # "Events were not recorded for CUDA", "not on the same device"
-            no_event += 1
-            continue
-        op_rows.append(op_row)
-        starts.append(gpu_start)
-        ends.append(gpu_start + max(gpu_ns, 0))
-        devices.append(device)
-    gpu = (np.asarray(op_rows, np.int32), np.asarray(starts, np.int64),
-           np.asarray(ends, np.int64), np.asarray(devices, np.int16))
-    return gpu, no_event, no_anchor
+def _legacy_notes(clocks: dict, unmatched: int, counts: dict) -> list[str]:
+    """What the notes say about the CUDA-event path: the clocks and every op left without an
+    interval, counted by why."""
+    notes = []
+    unfitted = sorted(device for device, clock in clocks.items() if clock["drift_ppm"] is None)
+    if unfitted:
+        notes.append(f"GPU {', '.join(map(str, unfitted))}: one anchor, so the GPU clock's drift "
+                     "against the CPU clock is not corrected (~tens of us per second).")
+    late = {device: clock["anchor_error_ns"] for device, clock in clocks.items()
+            if clock["anchor_error_ns"] > LATE_ANCHOR_NS}
+    for device, error_ns in late.items():
+        notes.append(f"GPU {device}: its anchor was {error_ns / 1e3:.1f} us late (the records "
+                     "prove it: events cannot complete before they are recorded); shifted.")
+    if unmatched:
+        notes.append(f"{unmatched} ops had not ended when profiling stopped: shown "
+                     "with no length.")
+    if counts["async"]:
+        notes.append(f"{counts['async']} async or cross-thread ranges: CPU time only (their CUDA "
+                     "events do not bracket one op's GPU work).")
+    if counts["no_event"]:
+        notes.append(f"{counts['no_event']} ops had CUDA events torch could not time: no GPU "
+                     "interval.")
+    if counts["no_anchor"]:
+        notes.append(f"{counts['no_anchor']} ops ran on a device without an anchor: no GPU "
+                     "interval.")
+    if counts["negative"]:
+        notes.append(f"{counts['negative']} ops' CUDA events ended before they started (the "
+                     "current stream changed inside the op): no GPU interval.")
+    return notes
+
+
+def _gpu_intervals(table: _LegacyRecords, push_rows, pop_rows, gpu_ns, placed):
+    """Each op's GPU interval from its push's and pop's placed events (gpu_clock.py), in columns.
+    Left out, and counted for the notes: async ranges and pops on another thread (torch's own
+    parser gives them CPU time only), events on two devices or not timed, no anchor, and
+    intervals that end before they start (never clamped: that would invent GPU time)."""
+    pop_rows = np.asarray(pop_rows, np.int64)
+    pops = np.maximum(pop_rows, 0)
+    has_events = (pop_rows >= 0) & table.has_cuda[push_rows]
+    is_async = table.is_async[push_rows] | (table.thread_ids[push_rows] != table.thread_ids[pops])
+    async_ = has_events & is_async
+    candidate = has_events & ~is_async
+    anchored = np.isin(table.devices[push_rows], table.devices[placed])
+    no_anchor = candidate & ~anchored
+    timed = (candidate & anchored & placed[push_rows] & placed[pops]
+             & (table.devices[push_rows] == table.devices[pops]))
+    no_event = candidate & anchored & ~timed
+    negative = timed & (gpu_ns[pops] < gpu_ns[push_rows])
+    op_rows = np.flatnonzero(timed & ~negative)
+    gpu = (op_rows.astype(np.int32), gpu_ns[push_rows[op_rows]], gpu_ns[pops[op_rows]],
+           table.devices[push_rows[op_rows]].astype(np.int16))
+    counts = {"async": int(async_.sum()), "no_anchor": int(no_anchor.sum()),
+              "no_event": int(no_event.sum()), "negative": int(negative.sum())}
+    return gpu, counts
 
 
 def _legacy_threads(profiler_ids: np.ndarray, starting_id: int, starting_thread: Thread):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .analysis import gpu_work_kinds
 from .callpaths import CallPaths
 from .events import GPU_KINDS, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
 from .tables import make_table
@@ -21,7 +22,8 @@ def kernel_summary(trace: Trace, *, memory: bool = False, limit: int | None = 20
                    paths: CallPaths | None = None, plain: bool = False):
     """Top kernels (or, ``memory=True``, memcpy / memset) by total GPU time; ``limit=None`` for
     all rows. A DataFrame with pandas, else a list of row dicts; ``.table()`` either way."""
-    rows = np.flatnonzero(np.isin(trace.gpu_kind, MEMORY_KINDS if memory else COMPUTE_KINDS))
+    compute = [kind for kind in COMPUTE_KINDS if kind in gpu_work_kinds(trace)]  # kernels over op events
+    rows = np.flatnonzero(np.isin(trace.gpu_kind, MEMORY_KINDS if memory else compute))
     duration = (trace.gpu_end_ns - trace.gpu_start_ns)[rows]
     launch = trace.gpu_launch[rows].astype(np.int64)
     paths = CallPaths(trace) if paths is None else paths

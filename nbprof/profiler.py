@@ -10,17 +10,24 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 
+import numpy as np
 import torch
 
-from .convert import cpu_records_to_trace, legacy_records_to_trace
+from .convert import cpu_records_to_trace, drop_own_cuda_calls, legacy_records_to_trace
 from .events import Thread, Trace
+from .overhead import overhead_meta
 from .ranks import distributed_meta  # rank, world size, local rank, host under torchrun
-from .record.cuda_events import LegacyCudaRecorder, legacy_cuda_available
+from .record import calibrate, forks
+from .match_events import gpu_records_to_trace
+from .record.cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
+from .record.cuda_graphs import GraphCaptures
 from .record.interrupts import interrupts_held
-from .record.kineto_cpu import KinetoCpuRecorder
+from .record.kineto_cpu import KinetoCpuRecorder, kernels_supported
 from .record.numba_launches import NumbaLaunchRecorder
 from .record.threads import ThreadNames, name_threads
+from .record.torch_profilers import HandOver, torch_profiler_active
 
 _state_lock = threading.Lock()
 _active_profile = None  # the profile recording now, process-wide (Kineto's state is global)
@@ -30,11 +37,27 @@ NOTE_CPU_ONLY_ASKED = "CPU only: cuda=False was asked."
 NOTE_THREAD_LOCAL = ("Only the thread that started profiling (and torch's autograd worker "
                      "threads) was recorded: torch's CUDA-event profiler is thread-local, so ops "
                      "on other Python threads are missing.")
+NOTE_EVENT_THREADS = ("Every thread's ops come from Kineto; CUDA-event intervals exist for the ops of "
+                      "the thread that started profiling and torch's autograd threads (torch's "
+                      "CUDA-event profiler is thread-local).")
 NOTE_NO_ALL_THREADS = ("Only the thread that started profiling was recorded: this torch cannot "
                        "profile all threads (no profile_all_threads), so ops on other threads "
                        "are missing.")
 NOTE_OP_INTERVALS = ("Each GPU interval spans all the GPU work of one op (a CUDA event pair "
                      "around it), not single kernels.")
+NOTE_TAKEN_OVER = ("torch.profiler was started inside this block: nbprof's recording ended there "
+                   "(the two cannot record at once), so this trace holds only what ran before it. "
+                   "Profile with one of them at a time.")
+NOTE_SESSION_LOST = ("torch.profiler (or another torch profiler) ran inside this block and ended "
+                     "nbprof's recording: ops after the point where it started are missing. "
+                     "Profile with one of them at a time.")
+NOTE_DATALOADER_WORKERS = ("A DataLoader with worker processes ran in this block: ops in the "
+                           "worker processes are not recorded (only this process is profiled); "
+                           "num_workers=0 shows the loading work on this timeline.")
+NOTE_GRAPH_CAPTURE = ("{count} CUDA graph capture(s) in this block: the ops captured are CPU "
+                      "slices without CUDA-event intervals (an event on a capturing stream cannot "
+                      "be timed); each replay is a CUDAGraph::replay slice.")
+_MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not start): GPU "
                  "durations only (whole microseconds), each drawn at its op's CPU start; GPU "
                  "start times were not measured.")
@@ -49,7 +72,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
     """Record the block; afterwards ``prof.trace`` is an :class:`nbprof.Trace`.
 
     ``cuda``: None = CUDA events when ``torch.cuda.is_available()``, else CPU only; True requires
-    a GPU; False records the CPU only. ``record_shapes`` / ``with_stack`` keep each op's input
+    a GPU; False records the CPU only. ``kernels`` (on a GPU): None = CUPTI's kernels, memcpys
+    and memsets beside the events where this torch has CUPTI; True requires it; False: events
+    only (the cheapest). ``record_shapes`` / ``with_stack`` keep each op's input
     shapes / Python stack (``trace.shapes`` / ``trace.stacks``, keyed by event id).
 
     Not reentrant: a ``profile`` inside another raises RuntimeError and the outer keeps
@@ -58,15 +83,19 @@ class profile:  # noqa: N801  (a context manager named like torch's)
     """
 
     def __init__(self, *, cuda: bool | None = None, record_shapes: bool = False,
-                 with_stack: bool = False):
+                 with_stack: bool = False, kernels: bool | None = None):
         if cuda not in (None, True, False):
             raise TypeError(f"cuda must be None, True or False, not {cuda!r}")
+        if kernels not in (None, True, False):
+            raise TypeError(f"kernels must be None, True or False, not {kernels!r}")
         self.cuda = cuda
+        self.kernels = kernels
         self.record_shapes = bool(record_shapes)
         self.with_stack = bool(with_stack)
         self.trace: Trace | None = None
         self._recorder = None
         self._meta: dict = {}
+        self._kernels_why_not = ""
         self._numba_launches = NumbaLaunchRecorder(gpu=False)
 
     def __enter__(self) -> "profile":
@@ -76,25 +105,38 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 raise RuntimeError(
                     "nbprof.profile is not reentrant: a profile is already recording (it keeps "
                     "recording). End it before starting another.")
-            if torch.autograd._profiler_enabled():
+            if torch_profiler_active():
                 raise RuntimeError(
                     "torch's profiler is already active (torch.profiler.profile or "
-                    "torch.autograd.profiler.profile): nbprof.profile cannot run inside it. "
-                    "Leave that block first.")
+                    "torch.autograd.profiler.profile, on this or another thread): nbprof.profile "
+                    "cannot run inside it. Leave that block first.")
             self._recorder, self._meta = self._choose_backend()
             self._starting_thread = Thread(os.getpid(), threading.get_native_id(),
                                            threading.current_thread().name)
-            self._base_time_ns = time.time_ns()
             self._thread_names = ThreadNames()
+            self._hand_over = HandOver(self._end_recording)
+            self._graphs = GraphCaptures()
+            self._raw = None
+            self._stopped = False
             recording = False
             try:
                 with interrupts_held():  # Ctrl-C lands after the switch, not halfway through it
+                    off_ns = calibrate.best_per_range_ns()
                     self._thread_names.start()
+                    self._base_time_ns = time.time_ns()
                     self._start_recorder()
                     recording = True
+                    self._per_op_ns = calibrate.per_op_overhead_ns(off_ns)
+                    self._own_windows = [(self._starting_thread.tid, self._base_time_ns,
+                                          time.time_ns())]
                     self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])
                     self._numba_launches.start()
+                    self._graphs = GraphCaptures(self._legacy_part())
+                    self._graphs.start()
+                    self._hand_over.start()
+                    forks.set_recording(True)
                     _active_profile = self
+                    self._block_start_ns = time.perf_counter_ns()
             except BaseException as error:
                 self._abandon_start(recording)
                 if isinstance(error, RuntimeError):
@@ -104,12 +146,38 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 raise
         return self
 
+    def _legacy_part(self):
+        """The thread-local CUDA-event recorder a CUDA graph capture must pause, if any."""
+        if isinstance(self._recorder, LegacyCudaRecorder):
+            return self._recorder
+        if isinstance(self._recorder, CudaRecorder) and self._recorder.legacy_error is None:
+            return self._recorder.legacy
+        return None
+
+    def _end_recording(self) -> None:
+        """Switch nbprof's profilers off and keep what they recorded; once. Called at the
+        block's end, or earlier by the hand-over when a torch profiler starts inside it."""
+        if self._stopped:
+            return
+        if isinstance(self._recorder, LegacyCudaRecorder) and \
+                threading.get_ident() != self._recorder.thread_id:
+            raise RuntimeError("the CUDA-event profiler is thread-local: it stops on its thread")
+        self._stopped = True
+        self._block_ns = time.perf_counter_ns() - self._block_start_ns
+        forks.set_recording(False)
+        self._graphs.stop()
+        self._numba_launches.stop()  # restores numba's launch path; never raises
+        self._raw = self._recorder.stop()
+
     def _abandon_start(self, recording: bool) -> None:
         """After a failed start, or one that Ctrl-C interrupted once torch's profiler was on (the
         state lock held): leave nothing switched on. A recorder that did not start is not stopped:
         that could stop another profiler's session."""
         global _active_profile
         _active_profile = None
+        forks.set_recording(False)
+        self._graphs.stop()
+        self._hand_over.stop()
         self._thread_names.stop()
         self._numba_launches.stop()
         if recording:
@@ -129,11 +197,19 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             self._recorder.start()
 
     def _to_trace(self, raw, known_names: dict) -> Trace:
+        if isinstance(self._recorder, CudaRecorder):
+            return gpu_records_to_trace(
+                raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
+                starting_thread=self._starting_thread,
+                thread_names=name_threads(set(raw.kineto.cpu.tid.tolist()), known_names),
+                windows=self._own_windows, kernels_why_not=self._kernels_why_not,
+                record_shapes=self.record_shapes, with_stack=self.with_stack, meta=self._meta)
         if isinstance(self._recorder, LegacyCudaRecorder):
             return legacy_records_to_trace(
                 raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
                 starting_thread=self._starting_thread, record_shapes=self.record_shapes,
                 with_stack=self.with_stack, meta=self._meta)
+        raw, _ = drop_own_cuda_calls(raw, event_times={}, windows=self._own_windows)
         return cpu_records_to_trace(
             raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
             thread_names=name_threads(set(raw.tid.tolist()), known_names),
@@ -145,12 +221,21 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             raise RuntimeError(
                 f"cuda=True, but torch {torch.__version__} sees no GPU "
                 "(torch.cuda.is_available() is False). Use cuda=None to record the CPU only.")
+        if self.kernels and (not has_gpu or self.cuda is False):
+            raise RuntimeError("kernels=True needs a GPU and CUDA recording (cuda=None or True): "
+                               "use kernels=None to record the CPU only here.")
         options = dict(record_shapes=self.record_shapes, with_stack=self.with_stack)
         meta = {"torch_version": torch.__version__, "pid": os.getpid(), **distributed_meta()}
         if has_gpu and self.cuda is not False:
             meta["device_names"] = {device: torch.cuda.get_device_name(device)
                                     for device in range(torch.cuda.device_count())}
         if has_gpu and self.cuda is not False and legacy and legacy_cuda_available():
+            kernels = self._kernels_wanted()
+            recorder = CudaRecorder(kernels=kernels, **options)
+            if recorder.all_threads:  # Kineto first, then the events (CUDA_EVENTS.md)
+                meta.update(backend="cuda-events", cuda=True, all_threads=True,
+                            notes=[NOTE_OP_INTERVALS, NOTE_EVENT_THREADS])
+                return recorder, meta
             meta.update(backend="cuda-events", cuda=True, all_threads=False,
                         notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL])
             return LegacyCudaRecorder(**options), meta
@@ -166,6 +251,20 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             meta["notes"].append(NOTE_NO_ALL_THREADS)
         return recorder, meta
 
+    def _kernels_wanted(self) -> bool:
+        if self.kernels is False:
+            self._kernels_why_not = "kernels=False was asked"
+            return False
+        if kernels_supported():
+            return True
+        if self.kernels:
+            raise RuntimeError(
+                f"kernels=True, but torch {torch.__version__} was built without CUPTI "
+                "(ProfilerActivity.CUDA is not supported): use kernels=None to record the CUDA "
+                "events only.")
+        self._kernels_why_not = "this torch has no CUPTI"
+        return False
+
     def __exit__(self, exc_type, exc_value, traceback) -> bool:
         global _active_profile
         if _active_profile is not self:  # never entered, or already ended: nothing to stop
@@ -174,12 +273,37 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         # through: the profiler is never left on, and prof.trace holds what was recorded.
         with interrupts_held():
             try:
-                self._numba_launches.stop()  # restores numba's launch path; never raises
-                raw = self._recorder.stop()
+                # Off first, so that a torch profiler started now finds nothing to hand over.
+                taken_over = self._hand_over.stop()
+                self._end_recording()
+                if getattr(self._recorder, "pending", False):  # handed over on another thread:
+                    self._raw = self._recorder.stop()  # the thread-local part ends here
             finally:
                 known_names = self._thread_names.stop()
                 with _state_lock:
                     _active_profile = None
-            self.trace = self._numba_launches.add_to(self._to_trace(raw, known_names),
-                                                     known_names)
+            raw, self._raw = self._raw, None  # the records go once converted: ~100 B an event
+            trace = self._numba_launches.add_to(self._to_trace(raw, known_names), known_names)
+            del raw
+            self.trace = self._with_findings(trace, taken_over)
+        if taken_over or self._hand_over.flag_lost:
+            warnings.warn(f"nbprof: {self.trace.meta['notes'][-1]}", RuntimeWarning, stacklevel=2)
         return False  # exceptions from the block propagate
+
+    def _with_findings(self, trace: Trace, taken_over: bool) -> Trace:
+        """The notes and figures only the profile knows: a torch profiler inside the block,
+        DataLoader worker processes, the profiler's own cost."""
+        notes = trace.meta.setdefault("notes", [])
+        if any(_MULTIPROCESS_LOADER in name for name in trace.names):
+            notes.append(NOTE_DATALOADER_WORKERS)
+        lanes = trace.thread == 0 if trace.threads and \
+            trace.threads[0].tid == self._starting_thread.tid else np.zeros(len(trace), bool)
+        trace.meta["overhead"] = overhead_meta(self._per_op_ns, int(lanes.sum()), self._block_ns)
+        if self._graphs.paused_captures:
+            notes.append(NOTE_GRAPH_CAPTURE.format(count=self._graphs.paused_captures))
+        if taken_over:
+            notes.append(NOTE_TAKEN_OVER)
+        elif self._hand_over.flag_lost:
+            trace.meta["session_lost"] = True
+            notes.append(NOTE_SESSION_LOST)
+        return trace

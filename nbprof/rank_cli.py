@@ -6,8 +6,11 @@ import json
 import os
 import pathlib
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 
+from .atomic import check_writable, make_folders
+from .cli_paths import CliError
 from .ranks import rank_of, trace_paths
 
 
@@ -52,18 +55,35 @@ def convert_one(job: tuple) -> str:
 def convert(options) -> int:
     paths = [p for p in trace_paths(options.traces) if not p.name.endswith(".parquet")]
     if not paths:
-        raise FileNotFoundError("no .json or .json.gz trace among the inputs")
+        raise CliError("no .json or .json.gz trace among the inputs: convert writes JSON traces as "
+                       "Parquet (.parquet files are already converted)")
     folder = pathlib.Path(options.output)
-    folder.mkdir(parents=True, exist_ok=True)
+    if folder.exists() and not folder.is_dir():
+        raise CliError(f"-o {folder} is a file: convert writes its Parquet files into a folder; "
+                       "give the path of a folder (it is made if need be)")
     outputs = [folder / parquet_name(path) for path in paths]
     if len(set(outputs)) < len(outputs):
-        raise ValueError("two inputs have the same file name; convert them into different folders")
+        raise CliError("two inputs have the same file name; convert them into different folders")
+    inputs = {os.path.realpath(path) for path in paths}
+    for output in outputs:  # e.g. a link named like an output that points at an input
+        if os.path.realpath(output) in inputs:
+            raise CliError(f"{output} is one of the inputs: writing it would replace that file; "
+                           "convert into another folder")
+    check_writable(outputs[0], "the Parquet files")  # before the first file is converted
+    make_folders(outputs[0], "the Parquet files")
     jobs = options.jobs or os.cpu_count() or 1
     work = [(str(path), index, str(out)) for index, (path, out) in enumerate(zip(paths, outputs))]
-    if jobs == 1 or len(work) == 1:
-        written = list(map(convert_one, work))
-    else:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
-            written = list(pool.map(convert_one, work))
+    started = time.time()
+    try:
+        if jobs == 1 or len(work) == 1:
+            written = list(map(convert_one, work))
+        else:
+            with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
+                written = list(pool.map(convert_one, work))
+    except KeyboardInterrupt:  # the workers got the Ctrl-C too; each write is atomic
+        done = [out for out in outputs if out.exists() and out.stat().st_mtime >= started - 1]
+        print(f"nbprof: interrupted; {len(done)} of {len(outputs)} Parquet files were written into "
+              f"{folder} (no half file)", file=sys.stderr)
+        return 130
     print(f"nbprof: wrote {len(written)} Parquet files into {folder}")
     return 0

@@ -43,10 +43,28 @@ per_rank_coll AS (
                FILTER (WHERE gpu) AS gpu_coll,
            sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
                FILTER (WHERE NOT gpu) AS cpu_coll
-    FROM coll GROUP BY rank)
+    FROM coll GROUP BY rank),
+steps AS (
+    SELECT rank, start_ns AS step_start, end_ns AS step_end FROM t
+    WHERE NOT gpu AND regexp_matches(name, $step)),
+coll_in_steps AS (  -- collectives starting inside one of their rank's steps (ranks.py's rule)
+    SELECT t.* FROM t ASOF JOIN steps s ON t.rank = s.rank AND t.start_ns >= s.step_start
+    WHERE t.collective AND t.start_ns < s.step_end),
+coll_in_steps_busy AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY rank, gpu, lane ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+    FROM coll_in_steps),
+per_rank_step_coll AS (
+    SELECT rank,
+           sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
+               FILTER (WHERE gpu) AS gpu_coll,
+           sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
+               FILTER (WHERE NOT gpu) AS cpu_coll
+    FROM coll_in_steps_busy GROUP BY rank)
 SELECT p.rank, p.events, p.gpus, p.wall_ns, p.cpu_busy, p.gpu_busy, c.gpu_collectives,
-       c.gpu_coll, c.cpu_coll
-FROM per_rank p LEFT JOIN per_rank_coll c USING (rank) ORDER BY p.rank
+       c.gpu_coll, c.cpu_coll, sc.gpu_coll, sc.cpu_coll
+FROM per_rank p LEFT JOIN per_rank_coll c USING (rank) LEFT JOIN per_rank_step_coll sc USING (rank)
+ORDER BY p.rank
 """
 
 _STEPS = r"""
@@ -73,12 +91,14 @@ def file_rows(connection, path) -> list[RankRow]:
     """The summary rows of the ranks in one Parquet file."""
     steps = dict(connection.execute(_STEPS, {"path": str(path), "step": STEP_PATTERN}).fetchall())
     rows = []
+    summary = connection.execute(_SUMMARY, {"path": str(path), "step": STEP_PATTERN}).fetchall()
     for (rank, events, gpus, wall, cpu_busy, gpu_busy, gpu_collectives, gpu_coll,
-         cpu_coll) in connection.execute(_SUMMARY, {"path": str(path)}).fetchall():
+         cpu_coll, step_gpu_coll, step_cpu_coll) in summary:
         rows.append(RankRow(
             rank=int(rank), events=int(events), gpu_intervals=int(gpus), wall_ns=int(wall or 0),
             cpu_busy_ns=int(cpu_busy or 0), gpu_busy_ns=int(gpu_busy or 0),
             collective_ns=int((gpu_coll if gpu_collectives else cpu_coll) or 0),
+            step_collective_ns=int((step_gpu_coll if gpu_collectives else step_cpu_coll) or 0),
             steps=tuple(int(step) for step in steps.get(rank) or ())))
     return rows
 

@@ -401,6 +401,7 @@ class RankRow:
     cpu_busy_ns: int  # per thread, the time some op ran; summed over threads
     gpu_busy_ns: int  # per stream, the time some GPU work ran; summed over streams
     collective_ns: int  # per thread (CPU collective ops) or per stream (GPU collective kernels)
+    step_collective_ns: int = 0  # the part of collective_ns inside this rank's ProfilerSteps
     steps: tuple = ()  # durations of its ProfilerStep#N annotations, in time order
 
 
@@ -441,13 +442,29 @@ def name_straggler(rows: list[RankRow]) -> tuple[int | None, str]:
     one with the longest wall time."""
     if len(rows) < 2:
         return None, ""
-    if any(row.collective_ns for row in rows):
-        row = min(rows, key=lambda r: (r.collective_ns, r.rank))
-        others = np.median([r.collective_ns for r in rows if r is not row])
-        return row.rank, (f"least time inside collectives: {row.collective_ns / 1e6:.3f} ms "
+    # Inside the steps when every rank has some: the waits before the first step (rendezvous,
+    # DDP's parameter broadcast) measure when each process got going, not who is slow.
+    in_steps = all(row.steps and row.step_collective_ns for row in rows)
+    waited = (lambda r: r.step_collective_ns) if in_steps else (lambda r: r.collective_ns)
+    if any(waited(row) for row in rows):
+        row = min(rows, key=lambda r: (waited(r), r.rank))
+        others = np.median([waited(r) for r in rows if r is not row])
+        where = "collectives during its steps" if in_steps else "collectives"
+        return row.rank, (f"least time inside {where}: {waited(row) / 1e6:.3f} ms "
                           f"against a median of {others / 1e6:.3f} ms for the others")
     row = max(rows, key=lambda r: (r.wall_ns, -r.rank))
     return row.rank, f"longest wall time ({row.wall_ns / 1e6:.3f} ms) and no collectives seen"
+
+
+def _starts_inside(starts: np.ndarray, span_starts: np.ndarray, span_ends: np.ndarray) -> np.ndarray:
+    """Which of ``starts`` fall inside one of the spans (spans on one thread: they do not overlap,
+    so the last span starting before a point is the only one that can hold it)."""
+    if not len(span_starts):
+        return np.zeros(len(starts), bool)
+    order = np.argsort(span_starts, kind="stable")
+    span_starts, span_ends = span_starts[order], span_ends[order]
+    at = np.searchsorted(span_starts, starts, side="right") - 1
+    return (at >= 0) & (starts < span_ends[np.maximum(at, 0)])
 
 
 def rank_summary(trace: Trace) -> RankSummary:
@@ -469,16 +486,22 @@ def rank_summary(trace: Trace) -> RankSummary:
         cpu_coll = cpu & collective[trace.name_id]
         gpu_coll = gpu & collective[trace.gpu_name_id]
         steps = cpu & step[trace.name_id]
-        coll = (union_ns(gpu_key[gpu_coll], trace.gpu_start_ns[gpu_coll], trace.gpu_end_ns[gpu_coll])
-                if gpu_coll.any() else
-                union_ns(cpu_key[cpu_coll], trace.start_ns[cpu_coll], trace.end_ns[cpu_coll]))
+        if gpu_coll.any():
+            coll_key, coll_start, coll_end = (gpu_key[gpu_coll], trace.gpu_start_ns[gpu_coll],
+                                              trace.gpu_end_ns[gpu_coll])
+        else:
+            coll_key, coll_start, coll_end = (cpu_key[cpu_coll], trace.start_ns[cpu_coll],
+                                              trace.end_ns[cpu_coll])
+        coll = union_ns(coll_key, coll_start, coll_end)
+        inside = _starts_inside(coll_start, trace.start_ns[steps], trace.end_ns[steps])
+        step_coll = union_ns(coll_key[inside], coll_start[inside], coll_end[inside])
         rows.append(RankRow(
             rank=int(rank), events=int(cpu.sum()), gpu_intervals=int(gpu.sum()),
             wall_ns=int(ends.max() - starts.min()) if len(starts) else 0,
             cpu_busy_ns=sum(union_ns(cpu_key[cpu], trace.start_ns[cpu], trace.end_ns[cpu]).values()),
             gpu_busy_ns=sum(union_ns(gpu_key[gpu], trace.gpu_start_ns[gpu],
                                      trace.gpu_end_ns[gpu]).values()),
-            collective_ns=sum(coll.values()),
+            collective_ns=sum(coll.values()), step_collective_ns=sum(step_coll.values()),
             steps=tuple((trace.end_ns[steps] - trace.start_ns[steps]).tolist())))
     straggler, reason = name_straggler(rows)
     return RankSummary(rows, straggler, reason)

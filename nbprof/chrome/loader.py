@@ -321,8 +321,9 @@ class NbprofLoad(Load):
 
     def meta(self, base_ns):
         meta = dict(self.block.get("meta") or {})
-        if isinstance(meta.get("device_names"), dict):  # JSON made its int keys strings
-            meta["device_names"] = {int(k): v for k, v in meta["device_names"].items()}
+        for key in ("device_names", "gpu_clock"):  # JSON made their int (device) keys strings
+            if isinstance(meta.get(key), dict) and all(k.lstrip("-").isdigit() for k in meta[key]):
+                meta[key] = {int(k): v for k, v in meta[key].items()}
         if self.notes:
             meta["notes"] = [*meta.get("notes", []), *self.notes]
         return meta

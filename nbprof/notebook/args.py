@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import keyword
 import shlex
 
 from ..analysis import SORT_KEYS
@@ -44,9 +45,17 @@ def _non_negative_int(text: str) -> int:
     return _whole_number(text, 0, "must be 0 or more")
 
 
+def _row_limit(text: str) -> int:
+    return _whole_number(text, -1, "must be -1 (all rows) or more")
+
+
 def _identifier(text: str) -> str:
-    if not text.isidentifier():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Python variable name")
+    # "class" is an identifier to str.isidentifier, yet `class = ...` is a SyntaxError: the
+    # variable could be neither read nor written by the notebook's code.
+    if not text.isidentifier() or keyword.iskeyword(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Python variable name" + (" (it is a keyword)" if
+                                                         keyword.iskeyword(text) else ""))
     return text
 
 
@@ -69,6 +78,10 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--export", metavar="PATH", type=_chrome_path,
                         help="also write a Chrome trace (.json or .json.gz) for Perfetto")
     parser.add_argument("--cpu-only", action="store_true", help="record CPU times only, even on a GPU")
+    parser.add_argument("--kernels", dest="kernels", action="store_const", const=True, default=None,
+                        help="on a GPU, require CUPTI's kernels beside the CUDA events")
+    parser.add_argument("--no-kernels", dest="kernels", action="store_const", const=False,
+                        help="on a GPU, CUDA events only (no CUPTI: the least overhead)")
     parser.add_argument("--record-shapes", action="store_true", help="record the input shapes of each op")
     parser.add_argument("--with-stack", action="store_true", help="record the Python stack of each op")
     parser.add_argument("--warmup", metavar="N", type=_non_negative_int, default=0,
@@ -78,7 +91,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--table", action="store_true", help="also print the summary table")
     parser.add_argument("--sort", metavar="KEY", choices=SORT_KEYS, default="cpu_time_total",
                         help=f"sort the summary by KEY, one of: {', '.join(SORT_KEYS)}")
-    parser.add_argument("--row-limit", metavar="N", type=int, default=20,
+    parser.add_argument("--row-limit", metavar="N", type=_row_limit, default=20,
                         help="rows in the printed summary (-1: all)")
     parser.add_argument("--no-display", action="store_true", help="show no timeline widget")
     parser.add_argument("--compare", metavar="VAR", type=_identifier,

@@ -1,16 +1,21 @@
 """``%%cudaprof`` (a cell) and ``%cudaprof`` (one statement): run code under nbprof's profiler in the
 user's namespace, then show the timeline widget under the cell's own output.
 
-Options come from args.py. torch and the widget load only when a cell is profiled.
+Options come from args.py; cell_transform.py hands IPython a cell with a syntax error as plain
+code and one with top-level ``await`` as an awaited call of :func:`run_async`. One profile routine
+(a coroutine) serves both: a cell without ``await`` runs it to its end in one call. torch and the
+widget load only when a cell is profiled.
 """
 
 from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -20,11 +25,15 @@ from .args import CudaprofUsageError, help_text, parse_options, split_line_magic
 # Warnings issued from the profiler's own code (torch's profilers, nbprof's recorders) are noise to
 # the user; warnings the cell's code triggers are attributed to the cell and still show.
 _PROFILER_MODULES = r"(torch\.autograd\.profiler.*|torch\.profiler.*|nbprof\.(profiler|record).*)"
+_TOP_LEVEL_AWAIT = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
 
 
 def register(ipython) -> None:
     """Called by ``%load_ext nbprof``."""
     ipython.register_magics(CudaprofMagics)
+    from .cell_transform import install
+
+    install(ipython)
 
 
 @magics_class
@@ -35,69 +44,139 @@ class CudaprofMagics(Magics):
         __tracebackhide__ = True  # a cell's traceback starts at the cell's own line
         if cell is None:
             line, cell = split_line_magic(line)
-        try:
-            options = parse_options(line)
-        except CudaprofUsageError as error:
-            # UsageError: IPython prints the message without a traceback, and the cell does not run.
-            raise UsageError(str(error)) from None
-        if options.help:
-            print(help_text())
+        prepared = _prepare(self.shell, line, cell)
+        if prepared is None:
             return
-        if options.compare:  # checked before the cell runs, so a typo costs no profile
-            _trace_to_compare(self.shell, options.compare)
-        runner = CellRunner(self.shell, cell)  # a SyntaxError stops here, before anything runs
-        if runner.is_empty:
-            print("%%cudaprof: nothing to profile: the cell has no code.")
-            return
-        from .. import profiler
-
-        if profiler.is_active():
-            raise UsageError("%%cudaprof can't nest: a profile is already active in this kernel "
-                             "(an enclosing %%cudaprof cell or `with nbprof.profile()`). "
-                             "Run this code without %%cudaprof, or end the other profile first.")
-        profile_cell(self.shell, runner, options)
+        if prepared[0].is_async:  # only reached when the magic is called from code, not a cell
+            raise UsageError("%%cudaprof: this code uses top-level await, which only a notebook "
+                             "cell of its own can run (IPython's autoawait)")
+        _run_to_end(profile_cell(self.shell, *prepared))
 
 
 # `%%cudaprof?` shows the docstring: make it the parser's full help, so there is one source.
 CudaprofMagics.cudaprof.__doc__ = f"{CudaprofMagics.cudaprof.__doc__}\n\n{help_text()}"
 
 
+async def run_async(shell, line: str, cell: str) -> None:
+    """A ``%%cudaprof`` cell with top-level ``await`` (cell_transform.py makes the cell this call,
+    awaited, so IPython runs it in its event loop as it runs its own async cells)."""
+    __tracebackhide__ = True
+    prepared = _prepare(shell, line, cell)
+    if prepared is not None:
+        await profile_cell(shell, *prepared)
+
+
+def _prepare(shell, line: str, cell: str):
+    """Parse the options and compile the cell: (runner, options), or None when there is nothing to
+    run (help, an empty cell). Raises UsageError, before anything ran, for what would fail later."""
+    __tracebackhide__ = True
+    try:
+        options = parse_options(line)
+    except CudaprofUsageError as error:
+        # UsageError: IPython prints the message without a traceback, and the cell does not run.
+        raise UsageError(str(error)) from None
+    if options.help:
+        print(help_text())
+        return None
+    for flag, name in (("-o", options.variable), ("--compare", options.compare)):
+        if name in shell.user_ns_hidden:  # In, Out, get_ipython, exit...: IPython's own names
+            raise UsageError(f"%%cudaprof {flag} {name}: {name} is one of IPython's own names; "
+                             "choose another variable name")
+    if options.compare:  # checked before the cell runs, so a typo costs no profile
+        _trace_to_compare(shell, options.compare)
+    if options.export:
+        _check_export(options.export)
+    runner = CellRunner(shell, cell)  # a SyntaxError stops here, before anything runs
+    if runner.is_empty:
+        print("%%cudaprof: nothing to profile: the cell has no code.")
+        return None
+    from .. import profiler
+
+    if profiler.is_active():
+        raise UsageError("%%cudaprof can't nest: a profile is already active in this kernel "
+                         "(an enclosing %%cudaprof cell or `with nbprof.profile()`). "
+                         "Run this code without %%cudaprof, or end the other profile first.")
+    return runner, options
+
+
+def _run_to_end(coroutine):
+    """Run a coroutine that never waits (the profile of a cell without ``await``) to its end, in
+    this call, as IPython runs a synchronous cell."""
+    __tracebackhide__ = True
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("%%cudaprof: the cell waited on an event loop")
+
+
 class CellRunner:
-    """A cell compiled once, then run any number of times in the user's namespace. ``run`` returns
-    the value of a last bare expression, which the caller hands to the display hook (``Out[n]``)
-    after profiling, so the value's repr is not profiled."""
+    """A cell compiled once, as IPython compiles its own cells (its compiler, so the user's
+    ``from __future__`` imports hold; top-level ``await`` under autoawait), then run any number of
+    times in the user's namespace. ``run`` returns the value of a last bare expression, which the
+    caller hands to the display hook (``Out[n]``) after profiling, so its repr is not profiled."""
 
     def __init__(self, shell, source: str):
         self._shell = shell
         python = shell.transform_cell(source)
-        # Registered in linecache, so tracebacks show the cell's lines as In[n]; IPython has already
-        # counted the running cell (execution_count is the next one's number) when it stores history.
-        filename = shell.compile.cache(python, number=max(shell.execution_count - 1, 0))
-        tree = shell.transform_ast(ast.parse(python, filename=filename))
+        # Registered in linecache under the running cell's number, so tracebacks show the cell's
+        # lines as IPython shows its own ("Cell In[5], line 2").
+        filename = shell.compile.cache(python, number=_cell_number(shell), raw_code=source)
+        tree = shell.transform_ast(shell.compile.ast_parse(python, filename=filename))
         body = tree.body
         self.is_empty = not body  # blank, or only comments
         last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
-        self._body = compile(ast.Module(body=body, type_ignores=[]), filename, "exec")
-        self._last = None if last is None else compile(ast.Expression(body=last.value), filename, "eval")
+        with shell.compile.extra_flags(_TOP_LEVEL_AWAIT if shell.autoawait else 0):
+            self._body = shell.compile(ast.Module(body=body, type_ignores=[]), filename, "exec")
+            self._last = None if last is None else shell.compile(
+                ast.Expression(body=last.value), filename, "eval")
+        self.is_async = any(code is not None and code.co_flags & inspect.CO_COROUTINE
+                            for code in (self._body, self._last))
 
-    def run(self):
+    async def run(self):
         __tracebackhide__ = True  # IPython leaves this frame out of the cell's traceback
-        exec(self._body, self._shell.user_global_ns, self._shell.user_ns)
-        if self._last is not None:
-            return eval(self._last, self._shell.user_global_ns, self._shell.user_ns)
-        return None
+        namespace = self._shell.user_global_ns, self._shell.user_ns
+        done = eval(self._body, *namespace)
+        if inspect.iscoroutine(done):  # top-level await: the cell is a coroutine to wait on
+            await done
+        if self._last is None:
+            return None
+        value = eval(self._last, *namespace)
+        return (await value) if self._last.co_flags & inspect.CO_COROUTINE else value
 
 
-def profile_cell(shell, runner: "CellRunner", options) -> None:
+def _cell_number(shell) -> int:
+    """The number IPython gives the running cell (``In[n]``): the one in its ExecutionResult, as
+    execution_count has already moved on when the cell is stored in the history."""
+    result = getattr(shell.displayhook, "exec_result", None)
+    count = getattr(result, "execution_count", None)
+    return count if isinstance(count, int) else max(shell.execution_count - 1, 0)
+
+
+@dataclass
+class _Runs:
+    """How many of the ``--repeat`` runs the cell completed (the note and the summary say so)."""
+
+    requested: int
+    completed: int = 0
+
+
+async def profile_cell(shell, runner: CellRunner, options) -> None:
     """Warm up, profile ``options.repeat`` runs, then hand out the trace as the options ask; an
     exception or Ctrl-C in the cell still shows what was recorded, then propagates unchanged."""
     __tracebackhide__ = True
     from ..profiler import profile
 
-    for _ in range(options.warmup):
-        runner.run()
+    for index in range(options.warmup):
+        try:
+            await runner.run()
+        except BaseException:
+            print(f"%%cudaprof: warm-up run {index + 1} of {options.warmup} raised (nothing was "
+                  "profiled):", file=sys.stderr)
+            raise
     failure = None
-    session = profile(cuda=False if options.cpu_only else None,
+    session = profile(cuda=False if options.cpu_only else None, kernels=options.kernels,
                       record_shapes=options.record_shapes, with_stack=options.with_stack)
     # Only starting and stopping are quieted: the cell's own warnings (and any warning filters it
     # sets) must behave as without the magic.
@@ -107,8 +186,9 @@ def profile_cell(shell, runner: "CellRunner", options) -> None:
         except RuntimeError as error:  # torch's own profiler is on: the cell has not run
             raise UsageError(f"%%cudaprof can't nest: {error}") from None
     value = None
+    runs = _Runs(options.repeat)
     try:
-        value = _run_repeats(runner, options.repeat)
+        value = await _run_repeats(runner, runs)
     except BaseException as error:  # Ctrl-C too: show what ran, then re-raise it
         failure = error
     with _quiet_profiler():
@@ -121,7 +201,10 @@ def profile_cell(shell, runner: "CellRunner", options) -> None:
         sys.displayhook(value)  # Out[n], as without the magic (None shows nothing)
     try:
         if session.trace is not None:
-            publish(shell, session.trace, options, note=_failure_note(failure))
+            if failure is not None and runs.requested > 1:  # the per-run summary counts only these
+                session.trace.meta["repeat"] = {"runs": runs.requested,
+                                                "completed": runs.completed}
+            publish(shell, session.trace, options, note=_failure_note(failure, runs))
     except UsageError as error:  # --export failed; the cell's own exception, if any, comes first
         if failure is None:
             raise
@@ -131,19 +214,22 @@ def profile_cell(shell, runner: "CellRunner", options) -> None:
             raise failure
 
 
-def _run_repeats(runner: CellRunner, repeat: int):
-    """The cell's last value (of the last run)."""
+async def _run_repeats(runner: CellRunner, runs: _Runs):
+    """The cell's last value (of the last run); ``runs.completed`` counts the runs that ended."""
     __tracebackhide__ = True
-    if repeat == 1:
-        return runner.run()
+    if runs.requested == 1:
+        value = await runner.run()
+        runs.completed = 1
+        return value
     from torch.autograd.profiler import record_function
 
     from .repeats import run_marker
 
     value = None
-    for index in range(repeat):
-        with record_function(run_marker(index, repeat)):
-            value = runner.run()
+    for index in range(runs.requested):
+        with record_function(run_marker(index, runs.requested)):
+            value = await runner.run()
+        runs.completed += 1
     return value
 
 
@@ -154,12 +240,15 @@ def _quiet_profiler():
         yield
 
 
-def _failure_note(failure: BaseException | None) -> str | None:
+def _failure_note(failure: BaseException | None, runs: _Runs) -> str | None:
     if failure is None:
         return None
+    where = (f" in run {runs.completed + 1} of {runs.requested} ({runs.completed} of "
+             f"{runs.requested} runs completed)") if runs.requested > 1 else ""
     if isinstance(failure, KeyboardInterrupt):
-        return "Interrupted: the timeline shows what ran before Ctrl-C. The profiler is off."
-    return (f"The cell raised {type(failure).__name__}: the timeline shows what ran before it.")
+        return (f"Interrupted{where}: the timeline shows what ran before Ctrl-C. The profiler is "
+                "off.")
+    return f"The cell raised {type(failure).__name__}{where}: the timeline shows what ran before it."
 
 
 def _trace_to_compare(shell, variable: str):
@@ -173,6 +262,22 @@ def _trace_to_compare(shell, variable: str):
         raise UsageError(f"--compare {variable}: {variable} is a {type(value).__name__}, not an "
                          "nbprof.Trace (from %%cudaprof -o VAR, nbprof.profile() or nbprof.load)")
     return value
+
+
+def _check_export(path: str) -> None:
+    """--export's path, before the cell runs: its folder exists and takes files."""
+    import pathlib
+
+    from ..atomic import check_writable
+
+    folder = pathlib.Path(path).parent
+    try:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"the folder {folder} does not exist")
+        check_writable(path, "the Chrome trace")
+    except OSError as error:
+        raise UsageError(f"--export {path}: {error.strerror or error}. Give a path in a folder "
+                         "that exists and that you can write to; the cell did not run.") from None
 
 
 def _before(shell, options):

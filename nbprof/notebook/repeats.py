@@ -32,9 +32,12 @@ class RepeatRow:
 def repeat_summary(trace: Trace) -> list[RepeatRow]:
     """Per op name, mean / min / max over the runs, largest mean CPU time first."""
     marker_ids, run_start, run_end = run_windows(trace)
-    runs = len(run_start)
-    if runs == 0:
+    if len(run_start) == 0:
         raise ValueError("this trace holds no '%%cudaprof --repeat' run markers")
+    runs = completed_runs(trace)  # a run the cell raised in is left out: its ops are partial
+    if runs == 0:
+        raise ValueError("no '%%cudaprof --repeat' run of this trace completed")
+    run_start, run_end = run_start[:runs], run_end[:runs]
     names = len(trace.names)
     run_of_event = _run_of(trace.start_ns, run_start, run_end)
     inside = run_of_event >= 0
@@ -56,6 +59,14 @@ def repeat_summary(trace: Trace) -> list[RepeatRow]:
     return sorted(rows, key=lambda row: row.cpu_mean_us, reverse=True)
 
 
+def completed_runs(trace: Trace) -> int:
+    """How many of the trace's runs completed: all of them, unless the magic noted that the cell
+    raised (or was interrupted) in one."""
+    windows = len(run_windows(trace)[1])
+    noted = (trace.meta.get("repeat") or {}).get("completed")
+    return min(noted, windows) if isinstance(noted, int) and noted >= 0 else windows
+
+
 def _run_of(start_ns: np.ndarray, run_start: np.ndarray, run_end: np.ndarray) -> np.ndarray:
     """Index of the run window holding each start, -1 outside every window."""
     run = np.searchsorted(run_start, start_ns, side="right") - 1
@@ -66,13 +77,18 @@ def _run_of(start_ns: np.ndarray, run_start: np.ndarray, run_end: np.ndarray) ->
 
 def repeat_table(trace: Trace, row_limit: int = 20, name_width: int = 55) -> str:
     """The repeat summary as text: CPU time per run (mean, min, max), calls and CUDA time per run."""
+    runs, windows = completed_runs(trace), len(run_windows(trace)[1])
+    requested = (trace.meta.get("repeat") or {}).get("runs", windows)
+    if runs == 0:
+        return f"No run of the {requested} completed, so there is no per-run summary."
     rows = repeat_summary(trace)
     shown = limit_rows(rows, row_limit)
     headers = ["Name", "CPU mean", "CPU min", "CPU max", "CUDA mean", "Calls/run"]
     cells = [[row.name, format_us(row.cpu_mean_us), format_us(row.cpu_min_us),
               format_us(row.cpu_max_us), format_us(row.cuda_mean_us), f"{row.calls_per_run:g}"]
              for row in shown]
-    out = [f"Per run, over {len(run_windows(trace)[1])} runs:", *text_table(headers, cells, name_width)]
+    over = f"{runs} runs" if runs == requested else f"the {runs} of {requested} runs that completed"
+    out = [f"Per run, over {over}:", *text_table(headers, cells, name_width)]
     if len(rows) > len(shown):
         out.append(f"({len(rows) - len(shown)} more rows; --row-limit -1 shows all)")
     return "\n".join(out)

@@ -11,6 +11,7 @@ import ipywidgets
 
 from ..events import Trace
 from ..html_text import html_text
+from ..overhead import describe_overhead
 from .details import timeline_origin_ns
 from .details_pane import STYLE as DETAILS_STYLE, DetailsPane
 from .lane_filter import LaneFilter
@@ -35,17 +36,21 @@ RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 def widget(trace: Trace, *, name: str = "trace", sort_by: str = "cpu_time_total",
            note: str | None = None, export_dir=None, collapsed: bool = False,
-           compare_to: Trace | None = None, compare_label: str = "the previous run") -> "TraceWidget":
+           compare_to: Trace | None = None, compare_label: str = "the previous run",
+           **timeline_options) -> "TraceWidget":
     """The interactive timeline of ``trace``. ``name`` names the exported file (``<name>.json.gz``,
     written in ``export_dir``, by default the kernel's working directory: the notebook's folder).
-    ``compare_to``: an earlier Trace, for a Compare tab (what changed since)."""
+    ``compare_to``: an earlier Trace, for a Compare tab (what changed since).
+    ``timeline_options`` go to the Timeline (``max_embedded_events``: past it the kernel serves
+    the level of detail, timeline/served.py)."""
     if not isinstance(trace, Trace):
         raise TypeError(f"nbprof.widget needs an nbprof.Trace, got {type(trace).__name__}: "
                         "profile with %%cudaprof -o VAR or nbprof.profile(), or read a file with nbprof.load")
     if compare_to is not None and not isinstance(compare_to, Trace):
         raise TypeError(f"compare_to must be an nbprof.Trace, got {type(compare_to).__name__}")
     return TraceWidget(trace, name=name, sort_by=sort_by, note=note, export_dir=export_dir,
-                       collapsed=collapsed, compare_to=compare_to, compare_label=compare_label)
+                       collapsed=collapsed, compare_to=compare_to, compare_label=compare_label,
+                       **timeline_options)
 
 
 def _per_run_text(trace: Trace) -> str | None:
@@ -59,14 +64,14 @@ class TraceWidget(ipywidgets.VBox):
 
     def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
                  collapsed: bool = False, compare_to: Trace | None = None,
-                 compare_label: str = "the previous run"):
+                 compare_label: str = "the previous run", **timeline_options):
         from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
 
         self.trace = trace
         self.note = note
-        self.timeline = Timeline(trace)
+        self.timeline = Timeline(trace, **timeline_options)
         self.host = PlotHost(self.timeline.layout)
         self.plot = self.host.plot  # the jupyter_bokeh BokehModel the host shows
         self._origin_ns = timeline_origin_ns(trace)
@@ -87,8 +92,10 @@ class TraceWidget(ipywidgets.VBox):
 
         restarted = ipywidgets.HTML(f"<span>{html_text(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
+        overhead = describe_overhead(trace.meta.get("overhead"))  # "profiler overhead ≈ ..."
         header = [ipywidgets.HTML(_STYLE + DETAILS_STYLE), restarted] + (
-            [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else [])
+            [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else []) + (
+            [ipywidgets.HTML(html_text(overhead))] if overhead else [])
         self.body = ipywidgets.VBox([self.search_bar, self._filters, self.host, panes,
                                      self.export])
         # Collapsed under a failed cell's traceback: the error reads first, one click shows the rest.

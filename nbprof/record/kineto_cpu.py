@@ -7,11 +7,19 @@ record's ``device_resource_id``). Raw records are read with one unbound-method `
 
 ``gpu_fallback=True`` selects ``KINETO_GPU_FALLBACK``: a CUDA event pair per op that yields only
 whole-microsecond GPU durations (``cuda_elapsed_us``), for a torch without the legacy CUDA path.
+
+``kernels=True`` adds ``ProfilerActivity.CUDA`` (CUPTI); with it (or ``correlated=True``)
+``stop()`` returns :class:`KinetoRecords`: the CPU rows (ops and the CUDA runtime calls) with
+their correlation ids and thread ids, and the kernels, memcpys and memsets with the correlation
+id of the op that launched them.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+import json
+import os
 
 import numpy as np
 import torch
@@ -22,6 +30,22 @@ from ..convert import sparse_rows
 from .quiet import quiet_usdt
 
 _KinetoEvent = torch._C._autograd._KinetoEvent
+_CPU = torch._C._autograd.DeviceType.CPU
+# Kineto's activity types that are GPU work, and nbprof's kind for each (events.GPU_KINDS); the
+# rest of the device side (gpu_user_annotation spans, CUPTI overhead) is not work of its own.
+DEVICE_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+
+
+def device_kind(activity_type: str, name: str) -> str | None:
+    """nbprof's kind of a device-side Kineto row, None for one that is not GPU work."""
+    if activity_type in DEVICE_KINDS:
+        return DEVICE_KINDS[activity_type]
+    if activity_type.endswith("annotation") or activity_type == "overhead":
+        return None
+    for kind in ("memcpy", "memset", "kernel"):  # another spelling in some Kineto version
+        if kind in activity_type.lower() or name.lower().startswith(kind):
+            return kind
+    return None
 
 
 class CpuRecords(NamedTuple):
@@ -38,26 +62,63 @@ class CpuRecords(NamedTuple):
     cuda_us: np.ndarray | None  # float64 per event, GPU duration in us (-1: none); fallback only
 
 
+class DeviceRecords(NamedTuple):
+    """Kernels, memcpys and memsets that CUPTI saw, one row each, in Kineto's order."""
+
+    names: list
+    start_ns: np.ndarray  # int64, wall clock
+    end_ns: np.ndarray
+    device: np.ndarray  # int64
+    stream: np.ndarray  # int64, CUDA stream id
+    correlation: np.ndarray  # int64: the launching op's correlation id (0: none)
+    kinds: list  # "kernel" / "memcpy" / "memset"
+    args: dict  # row -> grid, block, bytes... (from Kineto's metadata), where it says
+
+
+class KinetoRecords(NamedTuple):
+    """What a Kineto session with CUDA activities recorded."""
+
+    cpu: CpuRecords
+    correlation: np.ndarray  # int64 per CPU row: the op's correlation id
+    devices: DeviceRecords
+    os_tids: dict  # torch's small profiler thread id -> OS thread id (legacy records use the former)
+
+
 class KinetoCpuRecorder:
     """Turns Kineto CPU profiling on and off; ``stop()`` returns :class:`CpuRecords`."""
 
     def __init__(self, *, record_shapes: bool = False, with_stack: bool = False,
-                 gpu_fallback: bool = False):
+                 gpu_fallback: bool = False, kernels: bool = False, correlated: bool = False):
         self.record_shapes = record_shapes
         self.with_stack = with_stack
         self.gpu_fallback = gpu_fallback
+        self.kernels = kernels
+        self.correlated = correlated or kernels  # stop() returns KinetoRecords
         state = ProfilerState.KINETO_GPU_FALLBACK if gpu_fallback else ProfilerState.KINETO
-        try:
-            experimental = _ExperimentalConfig(profile_all_threads=True)
-            self.all_threads = True
-        except TypeError:  # a torch from before profile_all_threads: the starting thread only
-            experimental = _ExperimentalConfig()
-            self.all_threads = False
+        # Kineto hands out a kernel's grid, block and bytes only when asked to.
+        extra = {"expose_kineto_event_metadata": True} if kernels else {}
+        # A torch from before profile_all_threads records the starting thread only; one from
+        # before expose_kineto_event_metadata gives kernels without grid and block.
+        for options in ({"profile_all_threads": True, **extra}, {"profile_all_threads": True},
+                        extra, {}):
+            try:
+                experimental = _ExperimentalConfig(**options)
+                break
+            except TypeError:
+                continue
+        self.all_threads = "profile_all_threads" in options
         self._config = ProfilerConfig(state, record_shapes, False, with_stack, False, False,
                                       experimental)
         self._activities = {ProfilerActivity.CPU}
+        if kernels:
+            self._activities.add(ProfilerActivity.CUDA)
 
     def start(self) -> None:
+        if self.kernels:
+            # torch.profiler does this when CUDA graphs are in use: tearing CUPTI down after a
+            # graph was captured crashes its next start (profiler.py, "FIXME: CUDA Graph does not
+            # work well with CUPTI teardown"), and a profiled block may capture one.
+            os.environ.setdefault("TEARDOWN_CUPTI", "0")
         with quiet_usdt():
             torch.autograd._prepare_profiler(self._config, self._activities)
             torch.autograd._enable_profiler(self._config, self._activities)
@@ -65,8 +126,61 @@ class KinetoCpuRecorder:
     def stop(self) -> CpuRecords:
         with quiet_usdt():
             result = torch.autograd._disable_profiler()
+        if self.correlated:
+            return read_kineto_records(result.events(), record_shapes=self.record_shapes,
+                                       with_stack=self.with_stack)
         return read_records(result.events(), record_shapes=self.record_shapes,
                             with_stack=self.with_stack, gpu_fallback=self.gpu_fallback)
+
+
+def kernels_supported() -> bool:
+    """Whether this torch was built with CUPTI (ProfilerActivity.CUDA). Whether CUPTI is allowed
+    to trace here (WSL2, ERR_NVGPUCTRPERM in containers) shows only in what it records."""
+    return ProfilerActivity.CUDA in torch.autograd._supported_activities()
+
+
+def _metadata(text: str) -> dict:
+    """Kineto's metadata is the inside of a JSON object (``"grid": [1, 1, 1], ...``)."""
+    if not text:
+        return {}
+    try:
+        value = json.loads("{" + text + "}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+_KEPT_METADATA = ("grid", "block", "bytes", "registers per thread", "shared memory")
+
+
+def read_kineto_records(events, *, record_shapes=False, with_stack=False) -> KinetoRecords:
+    """CPU rows and device rows of a Kineto session with CUDA activities."""
+    kind = type(events[0]) if len(events) else _KinetoEvent
+    on_cpu = np.fromiter((device == _CPU for device in map(kind.device_type, events)), np.bool_,
+                         len(events))
+    cpu_events = [event for event, cpu in zip(events, on_cpu) if cpu]
+    cpu = read_records(cpu_events, record_shapes=record_shapes, with_stack=with_stack)
+    os_tids = {}
+    for small, os_tid in set(zip(map(kind.start_thread_id, cpu_events), cpu.tid.tolist())):
+        os_tids.setdefault(int(small), int(os_tid))
+    device_events, kinds = [], []
+    for event, cpu_row in zip(events, on_cpu):
+        kind_of_row = None if cpu_row else device_kind(event.activity_type(), event.name())
+        if kind_of_row:
+            device_events.append(event)
+            kinds.append(kind_of_row)
+    args = {}
+    for row, event in enumerate(device_events):
+        metadata = _metadata(event.metadata_json())
+        kept = {key: metadata[key] for key in _KEPT_METADATA if key in metadata}
+        if kept:
+            args[row] = kept
+    devices = DeviceRecords(
+        list(map(kind.name, device_events)), _int_column(kind.start_ns, device_events),
+        _int_column(kind.end_ns, device_events), _int_column(kind.device_index, device_events),
+        _int_column(kind.device_resource_id, device_events),
+        _int_column(kind.linked_correlation_id, device_events), kinds, args)
+    return KinetoRecords(cpu, _int_column(kind.correlation_id, cpu_events), devices, os_tids)
 
 
 def _int_column(method, events) -> np.ndarray:

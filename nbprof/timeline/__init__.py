@@ -2,23 +2,41 @@
 
 Interface (the notebook widget builds on it)::
 
-    tl = Timeline(trace, height=None, width=None)
+    tl = Timeline(trace, height=None, width=None)   # height None: follows the lanes
     tl.layout            # the Bokeh root (a column: note, main plot, overview strip) to show or save
-    tl.lanes             # lane labels in display order: "MainThread (1234)", "GPU 0 stream 7", ...
-    tl.lane_groups       # each lane's group ("pid 1234", "rank 0 · GPU 0"), for the widget's lane filter
-    tl.highlight(ids, gpu_rows=())  # outline these CPU event ids and GPU rows (empty clears)
+    tl.lanes             # full lane names in display order, unique: "pid 1234 · MainThread (1234)",
+                         # "GPU 0 stream 7" (a merged job's start "rank N · "); set_filter takes them
+    tl.lane_labels       # what the y axis shows for each: "main thread", "GPU 0 · stream 7"
+    tl.lane_groups       # each lane's group ("pid 1234", "rank 0 · GPU 0"): the lane filter's rows
+                         # and the plot's collapsible group headers
+    tl.highlight(ids, gpu_rows=())  # outline these CPU event ids and GPU rows (empty clears); each
+                                    # is also a tick on the overview strip
     tl.set_filter(lanes=None, min_duration_ns=0)  # show only these lanes / events at least this long
     tl.select(event_id, kind="cpu")               # select an event and draw its links; None clears
     tl.selection         # ColumnDataSource {"event_id": [...], "kind": ["cpu"|"gpu"]}: a tap in
-                         # the browser sets it, so selection.on_change("data", cb) sees clicks
+                         # the browser sets it, so selection.on_change("data", cb) sees clicks. The
+                         # first row is what was clicked; a runtime call's kernels follow it.
+    tl.area_selection    # ColumnDataSource {"start_ns": [s], "end_ns": [e]} (the trace's own
+                         # times), named "nbprof_area_selection": Shift+drag or the box select
+                         # tool sets it; empty lists once cleared (Esc, a click on no bar)
+    tl.show_range(start_ns, end_ns)               # zoom the x axis to exactly this range
+    tl.bring_into_view(start_ns, end_ns)          # a search match as its own bar: nothing moves
+                         # where it already is one in view, else zoom in on it (the browser
+                         # decides, knowing the plot's width)
     tl.plot, tl.overview, tl.rendered              # the main figure, the strip, what is drawn now
     timeline(trace, **kw) -> tl.layout
     save_html(trace, path, title=None) -> path    # standalone page, BokehJS inline, works offline
     tl.save(path, title=None) -> path             # the same for this Timeline, as it is now
 
-highlight/set_filter/select only change ColumnDataSource data that js/timeline.js listens to, so
-they work live (jupyter_bokeh syncs them) and in saved pages, without rebuilding the figure.
-``plot.tags`` gains "nbprof-ready" once the browser has decoded the events and drawn the first view.
+highlight/set_filter/select/bring_into_view only change ColumnDataSource data that js/timeline*.js
+listens to, so they work live (jupyter_bokeh syncs them) and in saved pages, without rebuilding
+the figure. ``plot.tags`` gains "nbprof-ready" once the browser has decoded the events and drawn
+the first view.
+
+In the browser: plain wheel scrolls the page; Ctrl/⌘+wheel (and pinch) zooms x, Shift+wheel pans;
+with the plot focused W/S zoom, A/D and the arrows pan, Esc clears the selection; box zoom changes
+x only; a click on a group header's label collapses or expands its lanes. Bars at least 30 px wide
+carry their name, cut with "…" to fit; a merged block says "12 events, mostly aten::mm".
 
 How it stays fluid at a million events: every event is packed into one compact hidden blob (varint
 columns, zlib, base64; see packing.py); on each x-range change the browser sweeps only the rows in

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..events import Trace
-from .lanes import Lanes, cpu_families, gpu_families, name_hashes
+from .lanes import FAMILY_RUNTIME, Lanes, cpu_families, gpu_families, name_hashes
 from .packing import pack_columns
 
 
@@ -54,6 +54,29 @@ def _detail_texts(trace: Trace) -> tuple[dict[int, str], dict[int, str]]:
     return cpu, gpu
 
 
+def runtime_calls(trace: Trace) -> np.ndarray:
+    """Per GPU interval, the runtime call that launched it (cudaLaunchKernel, cuLaunchKernel,
+    cudaMemcpyAsync...; -1 where unknown): the CPU runtime event with the same ``correlation`` in
+    its args. ``gpu_launch`` names the op around that call; links start at the call itself, as
+    Perfetto's flows do. One pass over the sparse args dicts, not over the events."""
+    found = np.full(len(trace.gpu_start_ns), -1, np.int64)
+    if not trace.event_args or not trace.gpu_args:
+        return found
+    is_runtime = cpu_families(trace) == FAMILY_RUNTIME
+
+    def correlation(args):  # a file's id may be anything: only numbers and strings match
+        value = args.get("correlation") if isinstance(args, dict) else None
+        return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+
+    by_correlation = {}
+    for event, args in trace.event_args.items():
+        if is_runtime[event] and correlation(args) is not None:
+            by_correlation[correlation(args)] = event
+    for row, args in trace.gpu_args.items():
+        found[row] = by_correlation.get(correlation(args), -1)
+    return found
+
+
 def encode_events(trace: Trace, lanes: Lanes) -> tuple[str, dict]:
     n_cpu, n_gpu = len(trace), len(trace.gpu_start_ns)
     starts = np.concatenate([trace.start_ns, trace.gpu_start_ns])
@@ -89,18 +112,26 @@ def encode_events(trace: Trace, lanes: Lanes) -> tuple[str, dict]:
         "family": np.concatenate([cpu_families(trace), gpu_families(trace)])[order],
         # per GPU entry, in entry order: the launching event's id + 1 (0: unknown)
         "gpu_launch": trace.gpu_launch.astype(np.int64)[order[is_gpu_entry] - n_cpu] + 1,
+        "gpu_runtime": runtime_calls(trace)[order[is_gpu_entry] - n_cpu] + 1,  # the same, its call
         "detail_entry": np.asarray(detail_entries, np.int64),
         "detail_text": np.asarray(detail_text_ids, np.int64),
     }
     packed, layout = pack_columns(columns)
+    info = {"layout": layout, "n_cpu": n_cpu, "n_gpu": n_gpu, "origin_ns": origin, "span_ns": span,
+            **lane_info(trace, lanes), "detail_texts": texts}
+    return packed, info
+
+
+def lane_info(trace: Trace, lanes: Lanes) -> dict:
+    """What the browser knows of lanes, rows and names: the same whichever events a page carries
+    (served.py's coarser level uses it too)."""
     lane_height = np.zeros(len(lanes.labels), np.int64)
     np.maximum.at(lane_height, lanes.row_lane, lanes.row_sub + 1)
-    info = {
-        "layout": layout, "n_cpu": n_cpu, "n_gpu": n_gpu, "origin_ns": origin, "span_ns": span,
-        "labels": lanes.labels, "groups": lanes.groups, "lane_is_gpu": lanes.is_gpu.tolist(),
+    return {
+        "labels": lanes.labels, "short_labels": lanes.short, "groups": lanes.groups,
+        "group_titles": lanes.group_titles, "row_kind": lanes.row_kind.tolist(),
+        "lane_is_gpu": lanes.is_gpu.tolist(),
         "lane_height": lane_height.tolist(), "row_lane": lanes.row_lane.tolist(),
         "row_sub": lanes.row_sub.tolist(), "row_is_gpu": lanes.row_is_gpu.tolist(),
         "names": list(trace.names), "name_hash": name_hashes(trace.names).tolist(),
-        "detail_texts": texts,
     }
-    return packed, info

@@ -3,9 +3,10 @@ overview strip with its range tool. Their sources are filled by js/timeline.js."
 
 from __future__ import annotations
 
-from bokeh.models import (Arrow, BoxZoomTool, CustomJSHover, CustomJSTickFormatter, FixedTicker,
-                          HoverTool, Label, Legend, LegendItem, PanTool, Range1d, RangeTool,
-                          ResetTool, TapTool, VeeHead, WheelZoomTool)
+from bokeh.models import (Arrow, BoxSelectTool, BoxZoomTool, CustomJSHover, CustomJSTickFormatter,
+                          FixedTicker, HoverTool, Label, Legend, LegendItem, PanTool, Range1d,
+                          RangeTool, ResetTool, TapTool, VeeHead, WheelZoomTool)
+from bokeh.core.properties import value
 from bokeh.plotting import figure
 
 from .lanes import FAMILIES
@@ -25,7 +26,17 @@ PALETTES = (
 BLOCK_COLORS = ("#2f4b6e", "#5f5f5f", "#5e3f80", "#a85a12", "#3a6b33", "#9c8420", "#0c6f78", "#6b4f3f")
 HIGHLIGHT_COLOR = "#ff00aa"
 SELECTION_COLOR = "#000000"
-ROW_PX = 14
+LINK_COLOR = "#d62728"  # focus links, and the op around a linked runtime call
+AREA_COLOR = "#1f77b4"
+# Names inside bars: the JS measures with this canvas font, so the Text glyph must use the same.
+LABEL_FONT_PX, LABEL_FONT_FAMILY = 11, "sans-serif"
+LABEL_FONT = f"{LABEL_FONT_PX}px {LABEL_FONT_FAMILY}"
+# The plot's height follows its lanes: px per row unit (a CPU depth; a GPU kernel row is 2 units,
+# js/timeline.js KERNEL_ROW_UNITS), plus toolbar, legend and axis.
+ROW_PX = 18
+KERNEL_ROW_UNITS = 2
+PLOT_CHROME_PX = 110
+PLOT_HEIGHT_RANGE = (220, 760)
 
 def _format_ns(seconds_digits: int) -> str:
     """A hover formatter: ns, µs, ms or s as fits, 3 decimals, or ``seconds_digits`` in seconds."""
@@ -55,10 +66,24 @@ const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-
 return (tick / scale).toFixed(digits) + " " + unit;
 """
 # A bar's left edge is its start (only its right edge is widened to stay visible): no start column.
-_TOOLTIPS = [("name", "@name"), ("lane", "@lane"), ("start", "@left{custom}"),
-             ("duration", "@dur{custom}"), ("details", "@details"), ("launched by", "@launch")]
+# Rows whose value is empty (no details, not launched) are hidden by the style: each such row's
+# data-v attribute holds its value. Bokeh escapes every @field, in text and attributes alike.
+_TOOLTIP = """<div class="nbprof-tip" style="max-width: 520px; font-size: 12px; line-height: 1.35">
+<div style="font-weight: bold; overflow-wrap: anywhere">@name</div>
+<div data-v="@lane"><span class="k">lane</span> <span>@lane</span></div>
+<div><span class="k">start</span> <span>@left{custom}</span></div>
+<div><span class="k">duration</span> <span>@dur{custom}</span></div>
+<div data-v="@details"><span class="k">details</span> <span>@details</span></div>
+<div data-v="@launch"><span class="k">launched by</span> <span>@launch</span></div>
+<style>.nbprof-tip div[data-v=""] { display: none } .nbprof-tip .k { color: #666 }</style>
+</div>"""
 
 
+def plot_height(units: int) -> int:
+    """A height that gives every lane room (a small trace is not squeezed into 130 px), within
+    PLOT_HEIGHT_RANGE (deeper lanes are cut to fit, and grow back in a taller plot)."""
+    low, high = PLOT_HEIGHT_RANGE
+    return int(min(max(low, PLOT_CHROME_PX + ROW_PX * units), high))
 
 
 def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, families,
@@ -66,13 +91,21 @@ def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, f
     """The lanes plot; returns (plot, hover tool, y ticker) for the browser code to drive."""
     pad = span * 0.02
     x_range = Range1d(0, span, bounds=(-pad, span + pad), min_interval=10)
-    hover = HoverTool(tooltips=_TOOLTIPS, formatters={
-        "@left": CustomJSHover(code=_FORMAT_START), "@dur": CustomJSHover(code=_FORMAT_DURATION)})
-    wheel, pan = WheelZoomTool(dimensions="width"), PanTool(dimensions="width")
-    tap = TapTool()
+    hover = HoverTool(tooltips=_TOOLTIP, formatters={
+        "@left": CustomJSHover(code=_FORMAT_START), "@dur": CustomJSHover(code=_FORMAT_DURATION)},
+        visible=False)  # always on: no button
+    # Plain wheel is the page's (scrolling the notebook); Ctrl+wheel and pinch zoom, in x only.
+    wheel = WheelZoomTool(dimensions="width", modifiers={"ctrl": True}, name="nbprof_wheel_zoom")
+    pan = PanTool(dimensions="width")
+    # Box zoom and box select change x only: lane labels never leave the view.
+    box_zoom = BoxZoomTool(dimensions="width", name="nbprof_box_zoom")
+    box_select = BoxSelectTool(dimensions="width", name="nbprof_box_select",
+                               description="Area selection (or Shift+drag)")
+    tap = TapTool(visible=False)
     plot = figure(x_range=x_range, y_range=Range1d(rows, 0), height=height,
-                  tools=[pan, wheel, BoxZoomTool(), ResetTool(), tap, hover],
-                  toolbar_location="above", name="nbprof_plot", **size)
+                  tools=[ResetTool(), wheel, pan, box_zoom, box_select, tap, hover],
+                  toolbar_location="right", name="nbprof_plot", **size)
+    plot.toolbar.logo = None
     plot.toolbar.active_scroll = wheel
     plot.toolbar.active_drag = pan
     plot.xaxis.formatter = CustomJSTickFormatter(code=_TICK_NS)
@@ -89,10 +122,18 @@ def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, f
                      hover_fill_alpha=0.7,
                      hover_line_color="black", name="nbprof_bars", **edges)
     hover.renderers = tap.renderers = [bars]
+    plot.text(source=sources["labels"], x="x", y="y", text="text", text_color="color",
+              text_align="center", text_baseline="middle", text_font=value(LABEL_FONT_FAMILY),
+              text_font_size=f"{LABEL_FONT_PX}px", name="nbprof_bar_labels")
+    # The area selection's band; box select "selects" in it, never in the bars.
+    area = plot.quad(source=sources["area_band"], left="left", right="right", bottom=-1e9, top=1e9,
+                     fill_color=AREA_COLOR, fill_alpha=0.12, line_color=AREA_COLOR, line_alpha=0.6,
+                     level="underlay")
+    box_select.renderers = [area]
     plot.quad(source=sources["marks"], fill_color=None, line_color="line_color", line_width=2,
               **edges)
     for source, color, width, head in ((sources["links_view"], "#555555", 1, 6),
-                                       (sources["links_focus"], "#d62728", 2, 8)):
+                                       (sources["links_focus"], LINK_COLOR, 2, 8)):
         plot.add_layout(Arrow(source=source, x_start="x0", y_start="y0", x_end="x1", y_end="y1",
                               line_color=color, line_width=width, line_alpha=0.5 if width == 1 else 1,
                               end=VeeHead(size=head, fill_color=color, line_color=color)))
@@ -103,13 +144,16 @@ def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, f
     return plot, hover, ticker
 
 
-def overview_plot(source, plot, *, span: int, size: dict):
+def overview_plot(source, marks, plot, *, span: int, size: dict):
     """The whole trace in a strip, every lane one line, with a range tool on the main x range."""
     pad = span * 0.02
     overview = figure(x_range=Range1d(-pad, span + pad), y_range=Range1d(1, 0), height=70,
                       tools=[], toolbar_location=None, name="nbprof_overview", **size)
     overview.quad(source=source, left="left", right="right", bottom="bottom", top="top",
                   fill_color="color", line_color=None)
+    # every search/summary match as a tick (js/timeline_overlays.js drawOverviewMarks)
+    overview.quad(source=marks, left="left", right="right", bottom="bottom", top="top",
+                  fill_color=HIGHLIGHT_COLOR, line_color=None, fill_alpha=0.9)
     overview.yaxis.visible = False
     overview.xaxis.formatter = CustomJSTickFormatter(code=_TICK_NS)
     overview.grid.visible = False

@@ -22,8 +22,10 @@ def read_js(name: str) -> str:
     return js_path(name).read_text(encoding="utf-8")
 
 
-# The timeline's CustomJS body, in order: constants, decoding, level of detail, overlays, triggers.
-TIMELINE_PARTS = ("timeline.js", "timeline_decode.js", "timeline_draw.js", "timeline_overlays.js",
+# The timeline's CustomJS body, in order: constants, decoding, level of detail, names in bars,
+# overlays, the kernel-served level of detail, wheel/keys/drag, triggers.
+TIMELINE_PARTS = ("timeline.js", "timeline_decode.js", "timeline_draw.js", "timeline_text.js",
+                  "timeline_overlays.js", "timeline_served.js", "timeline_input.js",
                   "timeline_main.js")
 
 

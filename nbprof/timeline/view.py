@@ -15,10 +15,11 @@ from ..html_text import html_text
 from ..events import Trace
 from .counters import extra_rows
 from .data import encode_events
-from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, PALETTES, ROW_PX, SELECTION_COLOR, main_plot,
-                      overview_plot)
+from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, KERNEL_ROW_UNITS, LABEL_FONT, LINK_COLOR,
+                      PALETTES, SELECTION_COLOR, main_plot, overview_plot, plot_height)
 from .jsfiles import timeline_code
-from .lanes import build_lanes, cpu_families, gpu_families
+from .served import DEFAULT_MAX_EMBEDDED, served_past_budget, served_sources
+from .lanes import ROW_GPU_KERNEL, build_lanes, cpu_families, gpu_families
 
 
 def _empty(*names) -> dict:
@@ -44,30 +45,50 @@ _DRAWN = {
     "links_view": ("x0", "y0", "x1", "y1"),
     "bands": ("left", "right", "bottom", "top"),
     "overview_bars": ("left", "right", "bottom", "top", "color"),
+    "overview_marks": ("left", "right", "bottom", "top"),
+    "labels": ("x", "y", "text", "color"),
+    "area_band": ("left", "right"),
 }
+
+
+def _row_units(lanes) -> int:
+    """The plot's rows in units as js/timeline_draw.js lays them out uncut: a header per group
+    (where there are several), a unit per row, two for a GPU kernel row."""
+    units = np.where(lanes.row_kind == ROW_GPU_KERNEL, KERNEL_ROW_UNITS, 1).sum()
+    groups = len(set(lanes.groups))
+    return int(units) + (groups if groups > 1 else 0)
 
 
 class Timeline:
     """A Bokeh timeline of one Trace; see the package docstring for the interface."""
 
-    def __init__(self, trace: Trace, *, height: int | None = None, width: int | None = None):
+    def __init__(self, trace: Trace, *, height: int | None = None, width: int | None = None,
+                 max_embedded_events: int | None = DEFAULT_MAX_EMBEDDED):
         if not isinstance(trace, Trace):
             raise TypeError(f"Timeline wants an nbprof.Trace, got {type(trace).__name__}: "
                             "load a file with nbprof.load(path) or profile with nbprof.profile()")
         self.trace = trace
         lanes = build_lanes(trace)
-        packed, info = encode_events(trace, lanes)
+        # Past the budget the page embeds a coarser level and the kernel serves each view (served.py).
+        self.served = served_past_budget(trace, lanes, max_embedded_events)
+        packed, info = self.served.page() if self.served else encode_events(trace, lanes)
         info.update(palettes=PALETTES, block_colors=BLOCK_COLORS, highlight_color=HIGHLIGHT_COLOR,
-                    selection_color=SELECTION_COLOR)
+                    selection_color=SELECTION_COLOR, link_color=LINK_COLOR, label_font=LABEL_FONT)
         self._labels = list(lanes.labels)
+        self._short = list(lanes.short)
         self._groups = list(lanes.groups)
         self._origin_ns = int(info["origin_ns"])  # the x axis is ns since this time
         span = max(info["span_ns"], 1)
-        total_rows = sum(info["lane_height"]) or 1
-        plot_height = height or min(max(240, 120 + ROW_PX * total_rows), 640)
+        total_rows = _row_units(lanes) or 1
+        height = height or plot_height(total_rows)
         size = {"width": width} if width else {"sizing_mode": "stretch_width"}
 
         self.selection = ColumnDataSource(_empty("event_id", "kind"), name="nbprof_selection")
+        self.area_selection = ColumnDataSource(_empty("start_ns", "end_ns"),
+                                               name="nbprof_area_selection")
+        # A range bring_into_view asks the browser to show (it knows the plot's width in px).
+        self._view_request = ColumnDataSource(_empty("start_ns", "end_ns", "seq"),
+                                              name="nbprof_view_request")
         # Two sources, not one: CPU ids and GPU rows differ in number, and a source's columns
         # must be equally long.
         self.highlighted = ColumnDataSource({"event_id": _NO_IDS}, name="nbprof_highlight")
@@ -83,10 +104,11 @@ class Timeline:
                                                                         name=f"nbprof_{name}")
                    for name, columns in _DRAWN.items()}}
         families = set(cpu_families(trace).tolist()) | set(gpu_families(trace).tolist())
-        plot, hover, ticker = main_plot(sources, span=span, rows=total_rows, height=plot_height,
+        plot, hover, ticker = main_plot(sources, span=span, rows=total_rows, height=height,
                                         size=size, families=families,
                                         empty=not len(trace) and not trace.has_gpu)
-        overview = overview_plot(sources["overview_bars"], plot, span=span, size=size)
+        overview = overview_plot(sources["overview_bars"], sources["overview_marks"], plot,
+                                 span=span, size=size)
 
         callback = CustomJS(code=timeline_code(), args=dict(
             packed=packed, info_json=orjson.dumps(info).decode(), plot=plot, overview=overview,
@@ -95,13 +117,20 @@ class Timeline:
             links_view=sources["links_view"], bands_source=sources["bands"],
             selection=self.selection, highlight=self.highlighted,
             highlight_gpu=self.highlighted_gpu, filter=self.filter,
-            ticker=ticker, yaxis=plot.yaxis[0], hover=hover))
+            ticker=ticker, yaxis=plot.yaxis[0], hover=hover,
+            overview_marks=sources["overview_marks"], labels_source=sources["labels"],
+            area_band=sources["area_band"], area_selection=self.area_selection,
+            view_request=self._view_request, **served_sources(self.served)))
         plot.x_range.js_on_change("start", callback)
         plot.x_range.js_on_change("end", callback)
-        for source in (self.selection, self.highlighted, self.highlighted_gpu, self.filter):
+        for source in (self.selection, self.highlighted, self.highlighted_gpu, self.filter,
+                       self.area_selection, self._view_request):
             source.js_on_change("data", callback)
+        plot.js_on_event("selectiongeometry", callback)  # the box select tool
         self.rendered.selected.js_on_change("indices", callback)
         hover.callback = callback
+        if self.served:
+            self.served.connect(callback)
 
         self.plot, self.overview = plot, overview
         self.note = Div(text=self._note_html(), name="nbprof_note")
@@ -120,7 +149,8 @@ class Timeline:
 
         path = pathlib.Path(path)
         html = file_html(self.layout.document, resources=INLINE,
-                         title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}")
+                         title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}",
+                         suppress_callback_warning=self.served is not None)  # kernel-only serving
         make_folders(path, "the timeline page")
         return write_file(path, html, "the timeline page")  # a failure keeps any earlier page
 
@@ -139,6 +169,8 @@ class Timeline:
 
         if merged_note(trace):
             text += "<br>" + html_text(merged_note(trace))
+        if self.served:
+            text += "<br>" + html_text(self.served.note())
         return text
 
     # -- what the notebook widget drives: model properties that js/timeline.js reads ----------
@@ -146,6 +178,11 @@ class Timeline:
     @property
     def lanes(self) -> list[str]:
         return list(self._labels)
+
+    @property
+    def lane_labels(self) -> list[str]:
+        """What the y axis shows for each lane of ``lanes``: "main thread", "GPU 0 · stream 7"."""
+        return list(self._short)
 
     @property
     def lane_groups(self) -> list[str]:
@@ -157,6 +194,16 @@ class Timeline:
         if end_ns <= start_ns:
             raise ValueError(f"an empty range {start_ns}..{end_ns}: end must come after start")
         self.plot.x_range.update(start=int(start_ns) - self._origin_ns, end=int(end_ns) - self._origin_ns)
+
+    def bring_into_view(self, start_ns: int, end_ns: int) -> None:
+        """Show ``start_ns``..``end_ns`` (the trace's own times) as its own bar: nothing moves
+        where it already is one in view; else the browser centres on it, zoomed in until it is
+        (a match hidden in a merged block comes out). Works live and in saved pages."""
+        if end_ns < start_ns:
+            raise ValueError(f"a range {start_ns}..{end_ns} that ends before it starts")
+        seq = (self._view_request.data.get("seq") or [0])[0] + 1  # a repeat is still a change
+        self._view_request.data = {"start_ns": [int(start_ns) - self._origin_ns],
+                                   "end_ns": [int(end_ns) - self._origin_ns], "seq": [seq]}
 
     def highlight(self, event_ids, gpu_rows=()) -> None:
         """Outline these CPU events and GPU intervals (rows of ``trace.gpu_start_ns``): search or

@@ -1,4 +1,5 @@
-"""The timeline page in Debian's Chromium: drawn, lanes, hover, wheel zoom, level of detail, links.
+"""The timeline page in Debian's Chromium: drawn, lanes and group headers, hover, wheel and keys,
+level of detail, names in bars, links from runtime calls, search marks, area selection.
 
 Models are read through ``Bokeh.documents`` / ``Bokeh.index`` (Bokeh draws text on a canvas).
 """
@@ -10,6 +11,7 @@ from PIL import Image
 import nbprof
 from nbprof.events import Trace
 from nbprof.timeline import Timeline, save_html
+from nbprof.timeline.data import runtime_calls
 
 pytestmark = pytest.mark.browser
 
@@ -26,6 +28,10 @@ window.nbScreen = (x, y) => {
   return [rect.left + view.frame.x_scale.compute(x), rect.top + view.frame.y_scale.compute(y)];
 };
 window.nbSetX = (start, end) => nb('nbprof_plot').x_range.setv({start, end});
+window.nbX = () => [nb('nbprof_plot').x_range.start, nb('nbprof_plot').x_range.end];
+window.nbY = () => [nb('nbprof_plot').y_range.start, nb('nbprof_plot').y_range.end];
+window.nbState = () => nb('nbprof_rendered').__nbprof;
+window.nbAxis = () => [...nb('nbprof_plot').left[0].major_label_overrides.entries()];
 true;  // (an expression that ends in a function would be called by Playwright)
 """
 
@@ -57,21 +63,28 @@ def alexnet(shared_traces, tmp_path_factory):
     return trace, path
 
 
+def axis(page):
+    """The y axis' labels top to bottom: (lane labels, group header labels)."""
+    entries = sorted(page.evaluate("nbAxis()"))
+    headers = [label for _, label in entries if label[0] in "▾▸"]
+    return [label for _, label in entries if label[0] not in "▾▸"], headers
+
+
 def rendered(page):
     return page.evaluate("() => { const d = nb('nbprof_rendered').data; return {id: [...d.id], "
-                         "gpu: [...d.gpu], count: [...d.count], name: [...d.name], "
-                         "left: [...d.left], right: [...d.right], top: [...d.top]}; }")
+                         "gpu: [...d.gpu], count: [...d.count], name: [...d.name], dur: [...d.dur], "
+                         "left: [...d.left], right: [...d.right], top: [...d.top], "
+                         "bottom: [...d.bottom]}; }")
 
 
 def test_alexnet_page_is_drawn_with_its_threads_and_streams(browser, alexnet, artifacts):
     trace, path = alexnet
     page = open_page(browser, path)
-    labels = page.evaluate("() => [...nb('nbprof_plot').left[0].major_label_overrides.values()]")
-    assert labels == Timeline(trace).lanes
-    for device, stream in set(zip(trace.gpu_device.tolist(), trace.gpu_stream.tolist())):
-        assert f"GPU {device} stream {stream}" in labels
-    for thread in {trace.threads[t] for t in np.unique(trace.thread)}:
-        assert any(thread.name in label for label in labels)
+    labels, headers = axis(page)
+    assert labels == Timeline(trace).lane_labels == ["main thread", "PyTorch Profiler",
+                                                     "GPU 0 · stream 7", "GPU 0 · stream 20",
+                                                     "GPU 0 · stream -1"]
+    assert headers == ["▾ rank 0 · pid 2869224 · python3.10", "▾ rank 0 · pid 2869225", "▾ rank 0 · GPU 0"]
     shot = artifacts / "timeline_alexnet.png"
     page.screenshot(path=shot)
     box = page.evaluate("() => { const r = Bokeh.index.find_one(nb('nbprof_plot')).el"
@@ -103,9 +116,58 @@ def test_hovering_a_kernel_shows_its_name(browser, alexnet, artifacts):
     # the start to the µs, 30 s into the trace: enough to tell neighbouring kernels apart
     assert start - origin >= 1e9
     assert page.get_by_text(f"{(start - origin) / 1e9:.6f} s", exact=True).first.is_visible()
-    if trace.gpu_launch[kernel] >= 0:  # hovering a kernel also draws the link from its launch
-        assert page.evaluate("() => nb('nbprof_links_focus').data.x0.length") == 1
+    # the full lane name, and the op that launched it
+    lane = f"GPU {trace.gpu_device[kernel]} stream {trace.gpu_stream[kernel]}"
+    assert page.get_by_text(lane, exact=True).first.is_visible()
+    assert page.get_by_text(trace.names[trace.name_id[trace.gpu_launch[kernel]]], exact=True).first.is_visible()
+    # hovering a kernel draws the link from its cudaLaunchKernel, and outlines the op around it
+    call = int(runtime_calls(trace)[kernel])
+    assert trace.names[trace.name_id[call]] == "cudaLaunchKernel"
+    links = page.evaluate("() => { const d = nb('nbprof_links_focus').data; return [[...d.x0], [...d.x1]]; }")
+    assert links == [[trace.start_ns[call] - origin], [start - origin]]
+    marks = page.evaluate("() => { const d = nb('nbprof_marks').data; return [[...d.left], [...d.line_color]]; }")
+    assert marks == [[trace.start_ns[trace.gpu_launch[kernel]] - origin], ["#d62728"]]
     page.close()
+
+
+def test_tooltip_and_bar_names_show_hostile_text_as_text(browser, tmp_path):
+    hostile = '"><img src=x onerror="window.pwned=1">'
+    trace = Trace.build(start_ns=[0], end_ns=[1000], thread=[0], name_id=[0], names=[hostile],
+                        threads=[(1, 1, hostile)])
+    page = open_page(browser, save_html(trace, tmp_path / "hostile.html"))
+    assert page.evaluate("() => [...nb('nbprof_labels').data.text]") == [hostile]  # canvas text
+    x, y = page.evaluate("nbScreen(500, 0.5)")
+    page.mouse.move(x - 5, y)
+    page.mouse.move(x, y)
+    page.get_by_text(hostile, exact=True).first.wait_for(state="visible", timeout=5000)
+    assert page.evaluate("window.pwned") is None
+    page.close()
+
+
+def test_the_tooltip_has_no_empty_rows(browser, tmp_path, artifacts):
+    trace = Trace.build(start_ns=[0], end_ns=[1000], thread=[0], name_id=[0], names=["plain op"],
+                        threads=[(1, 1, "main")])
+    page = open_page(browser, save_html(trace, tmp_path / "plain.html"))
+    x, y = page.evaluate("nbScreen(500, 0.5)")
+    page.mouse.move(x - 5, y)
+    page.mouse.move(x, y)
+    page.get_by_text("plain op", exact=True).first.wait_for(state="visible", timeout=5000)
+    page.screenshot(path=artifacts / "timeline_tooltip_rows.png")
+    assert page.get_by_text("duration", exact=True).first.is_visible()
+    # an op with no details, launched by nothing: those rows are not shown at all
+    for row in ("details", "launched by"):
+        assert not page.get_by_text(row, exact=True).first.is_visible()
+    page.close()
+
+
+def click_cpu_event(page, event_id, lo, hi):
+    """Zoom to lo..hi (plot x), click the CPU event's bar, wait for the selection."""
+    page.evaluate(f"nbSetX({lo - (hi - lo) * 0.1}, {hi + (hi - lo) * 0.1})")
+    bars = rendered(page)
+    k = next(i for i in range(len(bars["id"])) if not bars["gpu"][i] and bars["id"][i] == event_id)
+    x, y = page.evaluate(f"nbScreen({(bars['left'][k] + bars['right'][k]) / 2}, {bars['top'][k] - 0.4})")
+    page.mouse.click(x, y)
+    page.wait_for_function("() => nb('nbprof_selection').data.event_id.length > 0", timeout=5000)
 
 
 def test_clicking_an_op_draws_links_to_its_kernels(browser, alexnet, artifacts):
@@ -118,17 +180,31 @@ def test_clicking_an_op_draws_links_to_its_kernels(browser, alexnet, artifacts):
     rows = trace.gpu_launch == op
     lo = min(trace.start_ns[op], trace.gpu_start_ns[rows].min()) - origin
     hi = max(trace.end_ns[op], trace.gpu_end_ns[rows].max()) - origin
-    page.evaluate(f"nbSetX({lo - (hi - lo) * 0.1}, {hi + (hi - lo) * 0.1})")
-    bars = rendered(page)
-    k = next(i for i in range(len(bars["id"])) if not bars["gpu"][i] and bars["id"][i] == op)
-    x, y = page.evaluate(f"nbScreen({(bars['left'][k] + bars['right'][k]) / 2}, {bars['top'][k] - 0.4})")
-    page.mouse.click(x, y)
-    page.wait_for_function("() => nb('nbprof_selection').data.event_id.length > 0", timeout=5000)
+    click_cpu_event(page, op, lo, hi)
     assert page.evaluate("() => [...nb('nbprof_selection').data.event_id]") == [op]
     links = page.evaluate("() => nb('nbprof_links_focus').data.x0.length")
     assert links >= kernels >= 1
     page.mouse.move(5, 5)  # away, so only the selection's links stay
     page.screenshot(path=artifacts / "timeline_click_links.png")
+    page.close()
+
+
+def test_clicking_a_runtime_call_selects_its_kernels(browser, alexnet, artifacts):
+    trace, path = alexnet
+    page = open_page(browser, path)
+    calls = runtime_calls(trace)
+    call = int(next(c for c in calls if c >= 0 and trace.names[trace.name_id[c]] == "cudaLaunchKernel"))
+    kernels = np.flatnonzero(calls == call).tolist()
+    origin = min(trace.start_ns.min(), trace.gpu_start_ns.min())
+    lo = trace.start_ns[call] - origin
+    hi = max(trace.end_ns[call], trace.gpu_end_ns[kernels].max()) - origin
+    click_cpu_event(page, call, lo, hi)
+    selected = page.evaluate("() => { const d = nb('nbprof_selection').data; return [[...d.event_id], [...d.kind]]; }")
+    assert selected == [[call, *kernels], ["cpu", *["gpu"] * len(kernels)]]
+    links = page.evaluate("() => [...nb('nbprof_links_focus').data.x0]")
+    assert links == [trace.start_ns[call] - origin] * len(kernels)
+    page.mouse.move(5, 5)
+    page.screenshot(path=artifacts / "timeline_runtime_call_selected.png")
     page.close()
 
 
@@ -170,9 +246,11 @@ def test_wheel_zoom_swaps_in_every_event_in_view(browser, tmp_path, artifacts):
     x_before = page.evaluate("() => [nb('nbprof_plot').x_range.start, nb('nbprof_plot').x_range.end]")
     x, y = page.evaluate(f"nbScreen({(x_before[0] + x_before[1]) / 2}, 0.5)")
     page.mouse.move(x, y)
+    page.keyboard.down("Control")  # plain wheel scrolls the page: Ctrl+wheel zooms
     for _ in range(6):
         page.mouse.wheel(0, -400)
         page.wait_for_timeout(50)
+    page.keyboard.up("Control")
     page.wait_for_timeout(300)
     x_after = page.evaluate("() => [nb('nbprof_plot').x_range.start, nb('nbprof_plot').x_range.end]")
     assert x_after[1] - x_after[0] < (x_before[1] - x_before[0]) / 2
@@ -209,8 +287,7 @@ def test_empty_and_cpu_only_pages_say_so_and_keep_zero_length_events(browser, tm
                            threads=[(1, 1, "main")])
     page = open_page(browser, save_html(cpu_only, tmp_path / "cpu.html"))
     assert "CPU only: no GPU work recorded" in page.evaluate("() => nb('nbprof_note').text")
-    labels = page.evaluate("() => [...nb('nbprof_plot').left[0].major_label_overrides.values()]")
-    assert labels == ["main (1)"]
+    assert axis(page) == (["main"], [])  # one group: no header
     page.evaluate("nbSetX(0, 1000)")  # the zero-length event among real ones: still a bar
     bars = rendered(page)
     instant = bars["id"].index(1)
@@ -228,8 +305,7 @@ def test_filter_highlight_and_selection_set_in_python_show_in_the_page(browser, 
     launcher = int(trace.gpu_launch[0])
     view.select(launcher)
     page = open_page(browser, view.save(tmp_path / "filtered.html"))
-    labels = page.evaluate("() => [...nb('nbprof_plot').left[0].major_label_overrides.values()]")
-    assert labels == ["worker1 (101)", "GPU 0 stream 7"]
+    assert axis(page) == (["worker1", "GPU 0 · stream 7"], ["▾ pid 1", "▾ GPU 0"])
     window = (0, int(trace.end_ns[on_worker1[5]]))
     page.evaluate(f"nbSetX({window[0]}, {window[1]})")
     bars = rendered(page)
@@ -263,7 +339,7 @@ def test_gpu_matches_are_outlined_zoomed_out_and_in(browser, tmp_path, artifacts
     bars = rendered(page)
     bar = next(k for k in range(len(bars["id"])) if bars["gpu"][k] and bars["id"][k] == 2)
     ((left, bottom),) = outlined()
-    assert left == start and bottom == pytest.approx(bars["top"][bar] - 0.85)  # the same row
+    assert left == start and bottom == pytest.approx(bars["bottom"][bar] - 0.05)  # the same row
     page.screenshot(path=artifacts / "timeline_gpu_match_outlined.png")
     page.close()
 
@@ -273,9 +349,401 @@ def test_gpu_matches_are_outlined_zoomed_out_and_in(browser, tmp_path, artifacts
 def test_every_shared_trace_draws(browser, shared_traces, tmp_path, artifacts, name):
     trace = nbprof.load(shared_traces / name)
     page = open_page(browser, save_html(trace, tmp_path / "page.html"))
-    labels = page.evaluate("() => [...nb('nbprof_plot').left[0].major_label_overrides.values()]")
-    assert labels == Timeline(trace).lanes and labels
+    labels, _ = axis(page)
+    assert labels == Timeline(trace).lane_labels and labels
     assert page.evaluate("() => nb('nbprof_rendered').data.left.length") > 0
     assert any(label.startswith("GPU") for label in labels) == trace.has_gpu
     page.screenshot(path=artifacts / f"timeline_{name.split('.')[0]}.png")
     page.close()
+
+
+# -- navigation: wheel, keys, tools ---------------------------------------------------------------
+
+def test_plain_wheel_scrolls_the_page_ctrl_or_meta_zooms_shift_pans(browser, alexnet, artifacts):
+    _, path = alexnet
+    page = browser.new_page(viewport={"width": 1200, "height": 420})  # the page is taller: it scrolls
+    page.goto(path.as_uri())
+    page.wait_for_function(READY, timeout=30_000)
+    page.evaluate(HELPERS)
+    view, y_range = page.evaluate("nbX()"), page.evaluate("nbY()")
+    x, y = page.evaluate(f"nbScreen({(view[0] + view[1]) / 2}, 3)")
+    page.mouse.move(x, y)
+    page.mouse.wheel(0, 200)
+    page.wait_for_timeout(400)
+    assert page.evaluate("window.scrollY") > 0  # the page moved ...
+    assert page.evaluate("nbX()") == view  # ... and the timeline did not zoom
+    page.evaluate("window.scrollTo(0, 0)")
+    page.wait_for_timeout(100)
+    for modifier in ("Control", "Meta"):
+        before = page.evaluate("nbX()")
+        page.mouse.move(x, y)
+        page.keyboard.down(modifier)
+        page.mouse.wheel(0, -300)
+        page.keyboard.up(modifier)
+        page.wait_for_timeout(300)
+        after = page.evaluate("nbX()")
+        assert after[1] - after[0] < 0.9 * (before[1] - before[0]), modifier
+        assert page.evaluate("window.scrollY") == 0 and page.evaluate("nbY()") == y_range
+    before = page.evaluate("nbX()")
+    page.keyboard.down("Shift")
+    page.mouse.wheel(0, 200)
+    page.keyboard.up("Shift")
+    page.wait_for_timeout(300)
+    after = page.evaluate("nbX()")
+    assert after[0] > before[0] and after[1] - after[0] == pytest.approx(before[1] - before[0])
+    assert page.evaluate("window.scrollY") == 0
+    page.screenshot(path=artifacts / "timeline_wheel.png")
+    page.close()
+
+
+def test_keys_zoom_pan_and_escape_clears_the_selection(browser, tmp_path):
+    trace = busy_trace(4000, seed=5)
+    view = Timeline(trace)
+    view.select(10)
+    page = open_page(browser, view.save(tmp_path / "keys.html"))
+    page.evaluate(f"nbSetX(0, {trace.duration_ns})")
+    x, y = page.evaluate(f"nbScreen({trace.duration_ns / 2}, 4.5)")  # the GPU lane's empty top
+    page.mouse.move(x, y)
+    page.evaluate("() => Bokeh.index.find_one(nb('nbprof_plot')).canvas_view.events_el.focus()")
+
+    def press(key):
+        before = page.evaluate("nbX()")
+        page.keyboard.press(key)
+        page.wait_for_timeout(100)
+        return before, page.evaluate("nbX()")
+
+    for key in ("w", "ArrowUp"):
+        before, after = press(key)
+        assert after[1] - after[0] == pytest.approx(0.8 * (before[1] - before[0]))
+    for key in ("s", "ArrowDown"):
+        before, after = press(key)
+        assert after[1] - after[0] == pytest.approx((before[1] - before[0]) / 0.8)
+    page.keyboard.press("w")
+    page.keyboard.press("w")
+    for key, sign in (("d", 1), ("ArrowRight", 1), ("a", -1), ("ArrowLeft", -1)):
+        before, after = press(key)
+        assert after[0] - before[0] == pytest.approx(sign * 0.15 * (before[1] - before[0]))
+    assert page.evaluate("() => nb('nbprof_selection').data.event_id.length") == 1
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => nb('nbprof_selection').data.event_id.length === 0", timeout=3000)
+    page.close()
+
+
+def test_all_tools_are_buttons_and_box_zoom_keeps_the_lanes(browser, tmp_path, artifacts):
+    trace = busy_trace(4000, seed=6)
+    page = open_page(browser, save_html(trace, tmp_path / "tools.html"))
+    overflowed = page.evaluate("() => Bokeh.index.find_one(nb('nbprof_plot').toolbar)._overflow_menu.items.length")
+    assert overflowed == 0  # no "⋮": every tool has its button
+    names = page.evaluate("() => nb('nbprof_plot').toolbar.tools.filter((t) => t.visible).map((t) => t.type)")
+    assert names == ["ResetTool", "WheelZoomTool", "PanTool", "BoxZoomTool", "BoxSelectTool"]
+    y_range, labels = page.evaluate("nbY()"), axis(page)
+    page.evaluate("() => { const p = nb('nbprof_plot'); p.toolbar.active_drag = "
+                  "p.toolbar.tools.find((t) => t.type === 'BoxZoomTool'); }")
+    start = page.evaluate(f"nbScreen({trace.duration_ns * 0.2}, 1.5)")
+    end = page.evaluate(f"nbScreen({trace.duration_ns * 0.4}, 2.5)")  # a box over two lanes
+    page.mouse.move(*start)
+    page.mouse.down()
+    page.mouse.move((start[0] + end[0]) / 2, end[1], steps=3)
+    page.mouse.move(*end, steps=3)
+    page.mouse.up()
+    page.wait_for_timeout(300)
+    x = page.evaluate("nbX()")
+    assert x[0] == pytest.approx(trace.duration_ns * 0.2, rel=0.05)
+    assert x[1] == pytest.approx(trace.duration_ns * 0.4, rel=0.05)
+    assert page.evaluate("nbY()") == y_range and axis(page) == labels  # every lane still in view
+    page.screenshot(path=artifacts / "timeline_box_zoom.png")
+    page.close()
+
+
+# -- reading the timeline ---------------------------------------------------------------------------
+
+def test_names_are_drawn_inside_wide_bars_cut_to_fit(browser, alexnet, artifacts):
+    trace, path = alexnet
+    page = open_page(browser, path)
+    page.evaluate(f"nbSetX(0, {trace.duration_ns})")
+    labels = page.evaluate("() => { const d = nb('nbprof_labels').data; return "
+                           "{x: [...d.x], y: [...d.y], text: [...d.text]}; }")
+    bars = rendered(page)
+    assert len(labels["text"]) >= 5
+    width = page.evaluate("nb('nbprof_plot').inner_width")
+    ns_per_px = trace.duration_ns / width
+    fits = page.evaluate("""(texts) => { const c = document.createElement('canvas').getContext('2d');
+        c.font = '11px sans-serif'; return texts.map((t) => c.measureText(t).width); }""", labels["text"])
+    cut = 0
+    for x, y, text, px in zip(labels["x"], labels["y"], labels["text"], fits):
+        # the bar under the label: its name, whole or cut with "…", and it fits inside the bar
+        k = next(k for k in range(len(bars["id"])) if bars["left"][k] <= x <= bars["right"][k]
+                 and bars["top"][k] - 0.9 <= y <= bars["top"][k])
+        shown = (min(bars["right"][k], trace.duration_ns) - max(bars["left"][k], 0)) / ns_per_px
+        assert shown >= 30 and px <= shown
+        if text.endswith("…"):
+            cut += 1
+            assert bars["name"][k].startswith(text[:-1]) and bars["name"][k] != text[:-1]
+        else:
+            assert text == bars["name"][k]
+    assert cut >= 1  # "[param|pytorch.model.alex_net|...]" does not fit whole in narrower bars
+    # zoomed in, narrower events get their names too
+    before = len(labels["text"])
+    middle = trace.duration_ns * 0.7
+    page.evaluate(f"nbSetX({middle}, {middle + trace.duration_ns / 200})")
+    assert page.evaluate("nbState().labelsDrawn") > 0
+    page.evaluate(f"nbSetX(0, {trace.duration_ns})")
+    assert page.evaluate("nbState().labelsDrawn") == before
+    page.screenshot(path=artifacts / "timeline_names_in_bars.png")
+    page.close()
+
+
+def test_a_merged_block_names_its_longest_event(browser, tmp_path):
+    trace = busy_trace(20_000, seed=4)
+    page = open_page(browser, save_html(trace, tmp_path / "blocks.html"))
+    bars = rendered(page)
+    origin = min(trace.start_ns.min(), trace.gpu_start_ns.min())
+    checked = 0
+    for k in range(len(bars["id"])):
+        if bars["count"][k] < 20 or bars["gpu"][k]:
+            continue
+        thread = int(round(bars["top"][k] - 0.9))  # one row per worker, below its header
+        lane = np.flatnonzero(trace.thread == thread - 1)
+        inside = lane[(trace.start_ns[lane] - origin >= bars["left"][k]) &
+                      (trace.end_ns[lane] - origin <= bars["left"][k] + bars["dur"][k])]
+        assert len(inside) == bars["count"][k]
+        longest = inside[np.argmax(trace.end_ns[inside] - trace.start_ns[inside])]
+        assert bars["name"][k] == f"{bars['count'][k]} events, mostly {trace.names[trace.name_id[longest]]}"
+        checked += 1
+    assert checked >= 3
+    page.close()
+
+
+def test_group_headers_collapse_and_expand_on_click(browser, alexnet, artifacts):
+    trace, path = alexnet
+    page = open_page(browser, path)
+    labels, headers = axis(page)
+    ticks = dict((label, y) for y, label in page.evaluate("nbAxis()"))
+    gpu_header = "▾ rank 0 · GPU 0"
+    x, y = page.evaluate(f"nbScreen(0, {ticks[gpu_header]})")
+    page.mouse.click(x - 40, y)  # on the header's label, left of the plot
+    page.wait_for_timeout(200)
+    collapsed, collapsed_headers = axis(page)
+    assert collapsed == [label for label in labels if not label.startswith("GPU")]
+    assert "▸ rank 0 · GPU 0 (3 lanes)" in collapsed_headers
+    # the collapsed group still shows its lanes' work, in the header row
+    bars = rendered(page)
+    header_y = dict((label, y) for y, label in page.evaluate("nbAxis()"))["▸ rank 0 · GPU 0 (3 lanes)"]
+    assert any(gpu and abs(top - 0.1 - (header_y + 0.5)) < 0.51 for gpu, top in zip(bars["gpu"], bars["top"]))
+    page.screenshot(path=artifacts / "timeline_group_collapsed.png")
+    x, y = page.evaluate(f"nbScreen(0, {header_y})")
+    page.mouse.click(x - 40, y)
+    page.wait_for_timeout(200)
+    assert axis(page) == (labels, headers)
+    page.close()
+
+
+def test_lanes_have_room_and_grow_back_in_a_taller_plot(browser, alexnet, tmp_path, artifacts):
+    trace = busy_trace(4000, seed=7)
+    page = open_page(browser, save_html(trace, tmp_path / "small.html"))
+    entries = sorted(page.evaluate("nbAxis()"))
+    px_per_unit = page.evaluate("nb('nbprof_plot').inner_height / Math.abs(nbY()[0] - nbY()[1])")
+    assert px_per_unit >= 16  # 4 worker lanes, a GPU lane and 2 headers: no squeezing
+    gpu = next(y for y, label in entries if label.startswith("GPU"))
+    kernel_rows = page.evaluate("nbState().rowH.filter((h, r) => nbState().rowY[r] + h / 2 === %s)" % gpu)
+    assert list(kernel_rows.values() if isinstance(kernel_rows, dict) else kernel_rows) == [2]
+    page.screenshot(path=artifacts / "timeline_small_trace.png")
+    page.close()
+    # A deep trace in a short plot is cut to fit; given room, its lanes grow back.
+    deep, _ = alexnet
+    page = open_page(browser, save_html(deep, tmp_path / "short.html", height=260))
+    cut = page.evaluate("nbState().depthCap")
+    deepest = max(Timeline(deep).lane_labels and [int(d) for d in deep.depth]) + 1
+    assert cut < deepest
+    page.evaluate("nb('nbprof_plot').height = 900")
+    page.wait_for_function(f"() => nbState().depthCap > {cut}", timeout=5000)
+    assert page.evaluate("nbState().depthCap") == deepest
+    page.close()
+
+
+def test_links_for_everything_in_view_only_while_readable(browser, tmp_path):
+    trace = busy_trace(20_000, seed=8)
+    page = open_page(browser, save_html(trace, tmp_path / "links.html"))
+    origin = min(trace.start_ns.min(), trace.gpu_start_ns.min())
+    assert page.evaluate("() => nb('nbprof_links_view').data.x0.length") == 0  # 2000 kernels: none
+    assert page.evaluate("() => nb('nbprof_rendered').data.gpu.filter((g, k) => g && "
+                         "nb('nbprof_rendered').data.count[k] === 1).length") > 0  # though some are bars
+    window = (trace.gpu_start_ns[100] - origin - 1000, trace.gpu_start_ns[140] - origin)
+    page.evaluate(f"nbSetX({window[0]}, {window[1]})")
+    in_view = np.flatnonzero((trace.gpu_start_ns - origin <= window[1]) & (trace.gpu_end_ns - origin >= window[0]))
+    links = page.evaluate("() => { const d = nb('nbprof_links_view').data; return [...d.x1]; }")
+    assert sorted(links) == sorted((trace.gpu_start_ns[in_view] - origin).tolist())
+    page.close()
+
+
+# -- search support and area selection --------------------------------------------------------------
+
+def test_bring_into_view_zooms_until_a_merged_match_is_its_own_bar(browser, tmp_path, artifacts):
+    trace = busy_trace(60_000, seed=9)
+    view = Timeline(trace)
+    origin = min(trace.start_ns.min(), trace.gpu_start_ns.min())
+    match = 31_234
+    view.highlight([match, 100, 50_000])
+    page = open_page(browser, view.save(tmp_path / "search.html"))
+    assert match not in rendered(page)["id"]  # at full zoom it is inside a merged block
+    # the overview strip has a tick at every match
+    ticks = page.evaluate("() => [...nb('nbprof_overview_marks').data.left]")
+    width = page.evaluate("nb('nbprof_overview').inner_width")
+    per_px = (trace.duration_ns) / width
+    assert len(ticks) == 3
+    for tick, event in zip(sorted(ticks), sorted([match, 100, 50_000])):
+        assert abs(tick - (trace.start_ns[event] - origin)) <= 2 * per_px
+    page.screenshot(path=artifacts / "timeline_search_ticks.png")
+    start, end = int(trace.start_ns[match]), int(trace.end_ns[match])
+    page.evaluate(f"() => {{ nb('nbprof_view_request').data = {{start_ns: [{start - origin}], "
+                  f"end_ns: [{end - origin}], seq: [1]}}; }}")
+    bars = rendered(page)
+    k = bars["id"].index(match)
+    assert bars["count"][k] == 1 and not bars["gpu"][k]
+    x = page.evaluate("nbX()")
+    assert x[0] <= start - origin and end - origin <= x[1]
+    # already its own bar in view: asking again moves nothing
+    page.evaluate(f"() => {{ nb('nbprof_view_request').data = {{start_ns: [{start - origin}], "
+                  f"end_ns: [{end - origin}], seq: [2]}}; }}")
+    assert page.evaluate("nbX()") == x
+    page.close()
+    # set from Python before the page opens: the saved page opens on it
+    view.bring_into_view(start, end)
+    page = open_page(browser, view.save(tmp_path / "search2.html"))
+    assert match in rendered(page)["id"]
+    page.close()
+
+
+def test_shift_drag_and_box_select_set_the_area_selection(browser, tmp_path, artifacts):
+    trace = busy_trace(4000, seed=10)
+    page = open_page(browser, save_html(trace, tmp_path / "area.html"))
+    origin = min(trace.start_ns.min(), trace.gpu_start_ns.min())
+    span = trace.duration_ns
+    x_before = page.evaluate("nbX()")
+    a = page.evaluate(f"nbScreen({span * 0.3}, 1.5)")
+    b = page.evaluate(f"nbScreen({span * 0.6}, 3.5)")
+    page.keyboard.down("Shift")
+    page.mouse.move(*a)
+    page.mouse.down()
+    page.mouse.move(*b, steps=4)
+    page.mouse.up()
+    page.keyboard.up("Shift")
+    page.wait_for_function("() => nb('nbprof_area_selection').data.start_ns.length === 1", timeout=3000)
+    area = page.evaluate("() => { const d = nb('nbprof_area_selection').data; return [d.start_ns[0], d.end_ns[0]]; }")
+    per_px = span / page.evaluate("nb('nbprof_plot').inner_width")
+    assert abs(area[0] - (origin + span * 0.3)) <= 2 * per_px
+    assert abs(area[1] - (origin + span * 0.6)) <= 2 * per_px
+    assert page.evaluate("nbX()") == x_before  # the drag did not pan
+    band = page.evaluate("() => [...nb('nbprof_area_band').data.left]")
+    assert band == [area[0] - origin]
+    page.screenshot(path=artifacts / "timeline_area_selection.png")
+    page.evaluate("() => Bokeh.index.find_one(nb('nbprof_plot')).canvas_view.events_el.focus()")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => nb('nbprof_area_selection').data.start_ns.length === 0", timeout=3000)
+    assert page.evaluate("() => nb('nbprof_area_band').data.left.length") == 0
+    # the box select tool does the same without Shift
+    page.evaluate("() => { const p = nb('nbprof_plot'); p.toolbar.active_drag = "
+                  "p.toolbar.tools.find((t) => t.type === 'BoxSelectTool'); }")
+    page.mouse.move(*a)
+    page.mouse.down()
+    page.mouse.move(*b, steps=4)
+    page.mouse.up()
+    page.wait_for_function("() => nb('nbprof_area_selection').data.start_ns.length === 1", timeout=3000)
+    area2 = page.evaluate("() => { const d = nb('nbprof_area_selection').data; return [d.start_ns[0], d.end_ns[0]]; }")
+    assert area2 == pytest.approx(area, abs=2 * per_px)
+    page.close()
+
+
+# -- in a real JupyterLab ---------------------------------------------------------------------------
+
+LAB_NOTEBOOK = "timeline_navigation.ipynb"
+# The live widget's timeline (not its hidden static copy), and the element that scrolls the notebook.
+LAB_HELPERS = """
+window.nbLive = () => { for (const view of Bokeh.index.roots) {
+    if (!view.el.closest('.nbprof-widget')) continue;
+    const plot = [...view.model.document.all_models].find(m => (m.tags || []).includes('nbprof-ready'));
+    if (plot) return {plot, doc: view.model.document, view: Bokeh.index.find_one(plot)};
+  } return null; };
+window.nbLiveScreen = (x, y) => { const {view} = nbLive(); const r = view.el.getBoundingClientRect();
+  return [r.left + view.frame.x_scale.compute(x), r.top + view.frame.y_scale.compute(y)]; };
+window.nbLiveX = () => { const {plot} = nbLive(); return [plot.x_range.start, plot.x_range.end]; };
+window.nbScroller = () => { let e = nbLive().view.el;
+  while (e && !(e.scrollHeight > e.clientHeight && /auto|scroll/.test(getComputedStyle(e).overflowY)))
+    e = e.parentElement || e.getRootNode().host;  // Bokeh's views sit in shadow roots
+  return e; };
+true;
+"""
+
+
+def test_in_jupyterlab_wheel_scrolls_the_notebook_ctrl_zooms_keys_and_names(lab, shared_traces, artifacts):
+    import nbformat
+    from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook, run_all_cells, start_kernel_session
+    from playwright.sync_api import sync_playwright
+
+    url, root = lab
+    filler = "\n\n".join(f"Paragraph {i}: the notebook goes on around the timeline." for i in range(14))
+    notebook = nbformat.v4.new_notebook(metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    notebook.cells = [nbformat.v4.new_markdown_cell(filler), nbformat.v4.new_code_cell(
+        f"import nbprof\nnbprof.widget(nbprof.load({str(shared_traces / 'gpu_alexnet_kineto.json.gz')!r}))"),
+        nbformat.v4.new_markdown_cell(filler), nbformat.v4.new_markdown_cell(filler)]
+    nbformat.write(notebook, root / LAB_NOTEBOOK)
+    start_kernel_session(url, LAB_NOTEBOOK)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(60_000)
+        try:
+            open_notebook(page, url, LAB_NOTEBOOK)
+            run_all_cells(page)
+            page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
+            page.wait_for_function(READY_JS, timeout=60_000)
+            page.evaluate(LAB_HELPERS)
+            page.wait_for_function("() => nbLive() !== null", timeout=30_000)
+            page.evaluate("() => nbLive().view.el.scrollIntoView({block: 'center'})")
+            page.wait_for_timeout(500)
+            cells = page.locator(f"{PANEL} .jp-Cell").count()
+            view = page.evaluate("nbLiveX()")
+            x, y = page.evaluate(f"nbLiveScreen({(view[0] + view[1]) / 2}, 3)")
+            # Plain wheel over the timeline scrolls the notebook; the timeline does not zoom.
+            top = page.evaluate("nbScroller().scrollTop")
+            page.mouse.move(x, y)
+            page.mouse.wheel(0, 250)
+            page.wait_for_timeout(600)
+            assert page.evaluate("nbScroller().scrollTop") > top + 100
+            assert page.evaluate("nbLiveX()") == view
+            # Ctrl+wheel zooms (x only) and leaves the notebook where it is.
+            page.evaluate("() => nbLive().view.el.scrollIntoView({block: 'center'})")
+            page.wait_for_timeout(500)
+            x, y = page.evaluate(f"nbLiveScreen({(view[0] + view[1]) / 2}, 3)")
+            page.mouse.move(x, y)
+            top = page.evaluate("nbScroller().scrollTop")
+            page.keyboard.down("Control")
+            page.mouse.wheel(0, -300)
+            page.keyboard.up("Control")
+            page.wait_for_timeout(600)
+            zoomed = page.evaluate("nbLiveX()")
+            assert zoomed[1] - zoomed[0] < 0.9 * (view[1] - view[0])
+            assert abs(page.evaluate("nbScroller().scrollTop") - top) < 2
+            # Keys with the timeline focused: A pans, W zooms; Lab's own A (insert a cell) stays off.
+            page.evaluate("() => nbLive().view.canvas_view.events_el.focus()")
+            page.keyboard.press("a")
+            page.wait_for_timeout(300)
+            panned = page.evaluate("nbLiveX()")
+            assert panned[0] < zoomed[0] and panned[1] - panned[0] == pytest.approx(zoomed[1] - zoomed[0])
+            page.keyboard.press("w")
+            page.wait_for_timeout(300)
+            narrower = page.evaluate("nbLiveX()")
+            assert narrower[1] - narrower[0] == pytest.approx(0.8 * (panned[1] - panned[0]))
+            assert page.locator(f"{PANEL} .jp-Cell").count() == cells
+            # Names inside the wide bars, drawn in the live widget.
+            page.evaluate(f"() => nbLive().plot.x_range.setv({{start: 0, end: {view[1]}}})")
+            page.wait_for_timeout(500)
+            names = page.evaluate("() => [...nbLive().doc.get_model_by_name('nbprof_labels').data.text]")
+            assert len(names) >= 5 and "aten::to" in names
+            page.locator(f"{PANEL} .nbprof-widget").first.screenshot(path=str(artifacts / "lab_timeline_names.png"))
+        except Exception:
+            page.screenshot(path=str(artifacts / "lab_timeline_failed.png"))
+            raise
+        finally:
+            browser.close()

@@ -1,19 +1,29 @@
-"""%%cudaprof on a real GPU: the trace and the widget carry per-op GPU intervals (CUDA events)."""
+"""%%cudaprof on a real GPU: the trace and the widget carry per-op GPU intervals (CUDA events),
+kernels beside them where CUPTI works, none with --no-kernels."""
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
+from nbprof.events import GPU_KINDS
+
 pytestmark = pytest.mark.gpu
 
+CELL = ("import torch\na = torch.randn(1024, 1024, device='cuda')\n"
+        "b = (a @ a).relu().sum()\ntorch.cuda.synchronize()")
 
-def test_profiled_gpu_cell_has_gpu_intervals_in_the_trace_and_the_details():
+
+def run_magic(line):
     shell = InteractiveShell.instance()  # the running shell, or a new one
     shell.run_line_magic("load_ext", "nbprof")
     with capture_output() as out:
-        result = shell.run_cell("%%cudaprof -o gpu_trace\nimport torch\n"
-                                "a = torch.randn(1024, 1024, device='cuda')\nb = (a @ a).relu().sum()")
+        result = shell.run_cell(f"%%cudaprof {line}\n{CELL}")
     assert result.success, result.error_in_exec
+    return shell, out
+
+
+def test_profiled_gpu_cell_has_gpu_intervals_in_the_trace_and_the_details():
+    shell, out = run_magic("-o gpu_trace")
     assert out.stderr == ""
     trace = shell.user_ns["gpu_trace"]
     assert trace.has_gpu and trace.meta["backend"] == "cuda-events"
@@ -24,3 +34,9 @@ def test_profiled_gpu_cell_has_gpu_intervals_in_the_trace_and_the_details():
     assert "stream" in details_html(trace, mm[0])
     widget = next(o for o in out.outputs if "application/vnd.jupyter.widget-view+json" in o.data)
     assert "CUDA total" in widget.data["text/plain"]
+
+
+def test_no_kernels_flag_records_events_only():
+    shell, out = run_magic("--no-kernels -o events_only")
+    trace = shell.user_ns["events_only"]
+    assert {GPU_KINDS[kind] for kind in trace.gpu_kind} == {"op"}

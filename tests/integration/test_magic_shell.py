@@ -222,18 +222,33 @@ def test_export_writes_a_chrome_trace_that_loads_back(shell, tmp_path, filename)
     assert len(nbprof.load(path)) == len(shell.user_ns["exported"])
 
 
-def test_export_to_a_missing_folder_is_a_clear_error_after_the_widget(shell, tmp_path):
+def test_export_to_a_missing_folder_is_refused_before_the_cell_runs(shell, tmp_path):
     path = tmp_path / "no-such-folder" / "cell.json.gz"
+    result, out = run(shell, f"%%cudaprof -o kept --export '{path}'\nnever_set = torch.ones(2) + 1")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert f"--export {path}: the folder {path.parent} does not exist" in str(result.error_in_exec)
+    assert "the cell did not run" in str(result.error_in_exec)
+    assert "never_set" not in shell.user_ns and not profiler.is_active()
+
+
+def full_disk_path(tmp_path):
+    path = tmp_path / "full.json"  # passes every check, then the write itself fails (ENOSPC)
+    path.symlink_to("/dev/full")
+    return path
+
+
+def test_an_export_that_fails_after_the_run_is_a_clear_error_after_the_widget(shell, tmp_path):
+    path = full_disk_path(tmp_path)
     result, out = run(shell, f"%%cudaprof -o kept --export '{path}'\nk = torch.ones(2) + 1")
     assert isinstance(result.error_in_exec, UsageError)
     assert "--export could not write" in str(result.error_in_exec)
-    assert "folder that exists" in str(result.error_in_exec)
+    assert "No space left on device" in str(result.error_in_exec)
     assert "kept" in shell.user_ns and "k" in shell.user_ns  # the cell ran, the trace is kept
     assert any("application/vnd.jupyter.widget-view+json" in o.data for o in out.outputs)
 
 
 def test_a_raising_cell_with_a_failing_export_raises_the_cells_own_error(shell, tmp_path):
-    path = tmp_path / "no-such-folder" / "cell.json"
+    path = full_disk_path(tmp_path)
     result, out = run(shell, f"%%cudaprof -o kept_too --no-display --export '{path}'\n"
                              "m = torch.ones(2) + 1\nraise ValueError('broken step')")
     assert isinstance(result.error_in_exec, ValueError)  # not the export's UsageError

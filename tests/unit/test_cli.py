@@ -44,10 +44,12 @@ def test_run_profiles_a_script_with_its_arguments(tmp_path, capsys):
     script = tmp_path / "work.py"
     script.write_text(SCRIPT)
     page, trace = tmp_path / "out" / "page.html", tmp_path / "out" / "trace.json.gz"
-    code = main(["run", str(script), "3", "-o", str(page), "--trace", str(trace), "--table"])
-    out = capsys.readouterr().out
+    code = main(["run", "-o", str(page), "--trace", str(trace), "--table", str(script), "3"])
+    captured = capsys.readouterr()
+    out = captured.out
     assert code == 0
     assert "script args: ['3']" in out
+    assert "nbprof: note: " in captured.err  # the recording's notes (as `view` says them)
     assert "aten::mul" in out  # the summary table
     assert page.is_file() and "nbprof_rendered" in page.read_text()
     names = {event.get("name") for event in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]}
@@ -55,7 +57,7 @@ def test_run_profiles_a_script_with_its_arguments(tmp_path, capsys):
 
 
 def test_run_of_a_missing_script_says_so(tmp_path, capsys):
-    assert main(["run", str(tmp_path / "missing.py"), "-o", str(tmp_path / "p.html")]) == 2
+    assert main(["run", "-o", str(tmp_path / "p.html"), str(tmp_path / "missing.py")]) == 2
     assert "missing.py" in capsys.readouterr().err
 
 
@@ -63,18 +65,18 @@ def test_run_of_a_failing_script_still_writes_what_ran(tmp_path, capsys):
     script = tmp_path / "fails.py"
     script.write_text("import torch\nx = torch.ones(4) + 1\nraise ValueError('bad batch')\n")
     page = tmp_path / "page.html"
-    assert main(["run", str(script), "-o", str(page)]) == 1
+    assert main(["run", "-o", str(page), str(script)]) == 1
     err = capsys.readouterr().err
     assert "ValueError: bad batch" in err and "shows what ran before" in err
     assert page.is_file()
 
 
-def test_run_passes_arguments_after_double_dash_untouched(tmp_path, capsys):
+def test_run_passes_everything_after_the_script_to_it_untouched(tmp_path, capsys):
     script = tmp_path / "args.py"
     script.write_text("import sys\nprint('argv', sys.argv[1:])\n")
-    assert main(["run", str(script), "-o", str(tmp_path / "p.html"), "--", "-o", "mine", "--table"]) == 0
+    assert main(["run", "-o", str(tmp_path / "p.html"), str(script), "-o", "mine", "--", "--table"]) == 0
     out = capsys.readouterr().out
-    assert "argv ['-o', 'mine', '--table']" in out
+    assert "argv ['-o', 'mine', '--', '--table']" in out  # as `python args.py ...` would see them
     assert "Self CPU time total" not in out  # --table went to the script, not to nbprof
 
 
@@ -84,8 +86,8 @@ def test_ctrl_c_in_a_profiled_script_still_writes_what_ran(tmp_path):
     script.write_text("import os, signal, torch\nx = torch.ones(4)\nfor step in range(10**9):\n"
                       "    x = x + 1\n    if step == 30:\n        os.kill(os.getpid(), signal.SIGINT)\n")
     page, trace = tmp_path / "page.html", tmp_path / "trace.json"
-    done = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", str(script), "-o", str(page),
-                           "--trace", str(trace)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "nbprof.cli", "run", "-o", str(page), "--trace",
+                           str(trace), str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 130, done.stderr
     assert "interrupted" in done.stderr and "Traceback" not in done.stderr
     assert page.is_file()
@@ -98,8 +100,8 @@ def test_an_unwritable_output_is_an_error_naming_the_path_without_a_traceback(tm
     script = tmp_path / "small.py"
     script.write_text("import torch\nx = torch.ones(4) + 1\n")
     not_a_folder = tmp_path / "small.py"  # a file where a folder would have to be
-    for args in (["run", str(script), "-o", str(tmp_path / "p.html"), "--trace",
-                  str(not_a_folder / "t.json")],
+    for args in (["run", "-o", str(tmp_path / "p.html"), "--trace", str(not_a_folder / "t.json"),
+                  str(script)],
                  ["view", str(shared_traces / "gpu_alexnet_kineto.json.gz"), "-o",
                   str(not_a_folder / "page.html")]):
         done = subprocess.run([sys.executable, "-m", "nbprof.cli", *args], capture_output=True,

@@ -112,7 +112,7 @@ def test_gpu_busy_time_counts_nested_and_overlapping_intervals_once():
         gpu_start_ns=[0, 10, 150, 0], gpu_end_ns=[100, 20, 160, 50], gpu_name_id=[0] * 4,
         gpu_device=[0] * 4, gpu_stream=[7, 7, 7, 8], gpu_launch=[-1] * 4, gpu_kind=[0] * 4)
     assert gpu_busy_ns(trace) == 100 + 10 + 50
-    assert "GPU busy time (per stream, summed): 0.160us" in trace.table()
+    assert "GPU busy (op events): 0.160us (per stream, summed)" in trace.table()
 
 
 def test_table_rows_stay_one_line_and_aligned_with_control_characters_in_names():

@@ -40,6 +40,11 @@ def test_help_flag_is_an_option_not_an_exit():
     ("--repeat many", "argument --repeat: invalid number 'many': give a whole number"),
     ("--warmup 1.5", "argument --warmup: invalid number '1.5': give a whole number"),
     ("-o 2fast", "not a Python variable name"),
+    ("-o class", "argument -o: 'class' is not a Python variable name (it is a keyword)"),
+    ("--compare None", "'None' is not a Python variable name (it is a keyword)"),
+    ("-o a.b", "not a Python variable name"),
+    ("--row-limit ten", "argument --row-limit: invalid number 'ten': give a whole number"),
+    ("--row-limit -2", "must be -1 (all rows) or more, got -2"),
     ("--export trace.txt", "must end in .json or .json.gz"),
     ("--sort speed", "invalid choice: 'speed'"),
     ("--cpu", "unrecognized arguments: --cpu"),  # no silent abbreviations

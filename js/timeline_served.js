@@ -1,0 +1,77 @@
+// Past the embedding budget (nbprof/timeline/served.py): the page's entries are a coarse level
+// (bars of the whole trace, pre-merged, each with its event count and busy time), and the kernel
+// answers each view the browser settles on with that view's exact bars. Both decode into the
+// same entry arrays as a full page's events (decode() with their own layout), and drawView
+// sweeps whichever set matches the view: the same code draws them. `info.coarse` turns this on.
+
+const SERVED_DEBOUNCE_MS = 100;  // ask the kernel once the view has rested this long
+
+function decodeEntries(bytes, meta) {
+  const T = {};
+  decodeMeta = meta;
+  try {
+    decode(T, bytes);
+    T.entryCount = column(bytes, "count", Int32Array);
+    T.eventId = column(bytes, "event_id_delta", Int32Array);
+    T.entryBusy = new Float64Array(T.entryCount.length);
+    const blockBusy = column(bytes, "block_busy", Float64Array);
+    for (let i = 0, k = 0; i < T.entryBusy.length; i++)
+      T.entryBusy[i] = T.entryCount[i] === 1 ? T.dur[i] : blockBusy[k++];
+  } finally {
+    decodeMeta = info;
+  }
+  for (let r = 0; r + 1 < T.rowStart.length; r++)
+    for (let i = T.rowStart[r] + 1; i < T.rowStart[r + 1]; i++) T.eventId[i] += T.eventId[i - 1];
+  // Entries carry local ids (the answer's own per-id tables stay small); the trace's ids, which
+  // highlights and the selection use, map to them here. Only single events: a block is no event.
+  T.nCpu = meta.n_cpu; T.nGpu = meta.n_gpu;
+  T.localIds = {cpu: new Map(), gpu: new Map()};
+  for (let i = 0; i < T.eventId.length; i++) {
+    if (T.entryCount[i] !== 1) continue;
+    T.localIds[info.row_is_gpu[T.rowOf[i]] ? "gpu" : "cpu"].set(T.eventId[i], T.id[i]);
+  }
+  return T;
+}
+
+function initCoarse(S, bytes) {
+  S.embedded = decodeEntries(bytes, info);
+  Object.assign(S, S.embedded);
+}
+
+function viewKey() {
+  const width = plot.inner_width > 0 ? plot.inner_width : 800;
+  const min = filter.data.min_duration_ns || [];
+  return [plot.x_range.start, plot.x_range.end, width, min.length ? Number(min[0]) : 0].join("|");
+}
+
+function chooseEntries(S) {
+  // The kernel's answer if it is for exactly this view, else the coarse level (and ask).
+  const key = viewKey();
+  if (S.answer && S.answer.key === key) {
+    Object.assign(S, S.answer.entries);
+    return;
+  }
+  Object.assign(S, S.embedded);
+  clearTimeout(S.requestTimer);
+  S.requestTimer = setTimeout(() => {
+    if (viewKey() !== key || S.requested === key) return;
+    S.requested = key;
+    const [x0, x1, width, minDuration] = key.split("|").map(Number);
+    served_request.data = {x0: [x0], x1: [x1], width: [width], min_duration: [minDuration], key: [key]};
+  }, SERVED_DEBOUNCE_MS);
+}
+
+function restoreAnswer(S) {
+  if (S.answer && S.answer.key === viewKey()) Object.assign(S, S.answer.entries);
+}
+
+function onServedAnswer(S) {
+  const data = served_answer.data;
+  if (!data.key || !data.key.length) return;
+  const key = data.key[0], meta = JSON.parse(data.meta[0]);
+  inflateBase64(data.packed[0]).then((bytes) => {
+    S.answer = {key, entries: decodeEntries(bytes, meta)};
+    S.answers = (S.answers || 0) + 1;  // tests and the benchmark count them
+    if (viewKey() === key) drawView(S);
+  }).catch((error) => console.error("nbprof timeline: could not decode the kernel's bars", error));
+}

@@ -1,0 +1,289 @@
+"""Kineto's ops + the legacy profiler's CUDA-event intervals + CUPTI's kernels -> one Trace.
+
+On a GPU both of torch's profilers record at once (record/cuda_events.py): Kineto sees every
+thread's ops (and, with CUPTI, every kernel, memcpy and memset, each with the correlation id of
+the op that launched it); the legacy profiler sees the starting thread and autograd's threads,
+with a CUDA event pair per op. Each side is converted by nbprof.convert; this module joins them.
+Pure: numpy and the model only.
+
+- An op's event interval is moved onto its Kineto twin, matched per thread by name and order:
+  the k-th ``aten::mm`` of a thread on one side is the k-th on the other. Where a thread's count
+  of a name differs (an op one side missed), that name is matched by time instead, each op to
+  its nearest namesake when that one is nearest to it too; the rest are counted, never guessed.
+- The legacy profiler's own CUDA calls are left out before this (convert.drop_own_cuda_calls).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .events import GPU_KINDS, KIND_OP, NO_ID, Trace
+
+# CUDA runtime and driver calls as Kineto names them (cudaLaunchKernel, cuLaunchKernel, ...): no
+# legacy record has such a name, so they are not matched.
+_RUNTIME_CALL = re.compile(r"^cu(da)?[A-Z]\w*$")
+
+
+def is_runtime_call(name: str) -> bool:
+    return bool(_RUNTIME_CALL.match(name))
+
+
+def match_by_name_and_order(left_key, left_names, left_start, right_key, right_names,
+                            right_start) -> np.ndarray:
+    """For each left row, the right row of the same op (or -1): same key (the OS thread), same
+    name, the k-th of its name on both sides; by mutual nearest start time where the counts of
+    a (thread, name) differ. Rows are taken in start order within each group."""
+    left_key, right_key = np.asarray(left_key, np.int64), np.asarray(right_key, np.int64)
+    left_start, right_start = np.asarray(left_start, np.int64), np.asarray(right_start, np.int64)
+    groups: dict = {}
+    for row, (key, name) in enumerate(zip(left_key.tolist(), left_names)):
+        groups.setdefault((key, name), ([], []))[0].append(row)
+    for row, (key, name) in enumerate(zip(right_key.tolist(), right_names)):
+        group = groups.get((key, name))
+        if group is not None:
+            group[1].append(row)
+    matched = np.full(len(left_key), -1, np.int64)
+    for left_rows, right_rows in groups.values():
+        if not right_rows:
+            continue
+        left_rows = np.asarray(left_rows)[np.argsort(left_start[left_rows], kind="stable")]
+        right_rows = np.asarray(right_rows)[np.argsort(right_start[right_rows], kind="stable")]
+        if len(left_rows) == len(right_rows):
+            matched[left_rows] = right_rows
+            continue
+        pairs = _mutual_nearest(left_start[left_rows], right_start[right_rows])
+        matched[left_rows[pairs[0]]] = right_rows[pairs[1]]
+    return matched
+
+
+def _nearest(sorted_times: np.ndarray, times: np.ndarray) -> np.ndarray:
+    after = np.clip(np.searchsorted(sorted_times, times), 0, len(sorted_times) - 1)
+    before = np.clip(after - 1, 0, len(sorted_times) - 1)
+    closer_before = np.abs(sorted_times[before] - times) <= np.abs(sorted_times[after] - times)
+    return np.where(closer_before, before, after)
+
+
+def _mutual_nearest(left_times: np.ndarray, right_times: np.ndarray):
+    """Index pairs (into the two sorted arrays) that are each other's nearest."""
+    right_of_left = _nearest(right_times, left_times)
+    left_of_right = _nearest(left_times, right_times)
+    mutual = left_of_right[right_of_left] == np.arange(len(left_times))
+    return np.flatnonzero(mutual), right_of_left[mutual]
+
+
+def rows_in_trace(trace: Trace, tids, start_ns, end_ns, base_time_ns: int) -> np.ndarray:
+    """For each record (OS tid, wall-clock start and end), its row in ``trace``, or -1 where the
+    conversion dropped it. Records with the same thread and times pair in order."""
+    lane_tids = np.asarray([thread.tid for thread in trace.threads], np.int64)
+    trace_keys = np.stack([lane_tids[trace.thread] if len(trace) else np.zeros(0, np.int64),
+                           trace.start_ns, trace.end_ns], axis=1)
+    record_keys = np.stack([np.asarray(tids, np.int64),
+                            np.asarray(start_ns, np.int64) - base_time_ns,
+                            np.asarray(end_ns, np.int64) - base_time_ns], axis=1)
+    both = np.concatenate([trace_keys, record_keys])
+    _, group = np.unique(both, axis=0, return_inverse=True)
+    group = group.ravel()
+    trace_group, record_group = group[:len(trace_keys)], group[len(trace_keys):]
+    found = np.full(len(record_keys), -1, np.int64)
+    if not len(trace_keys) or not len(record_keys):
+        return found
+    # the k-th record of a group is the k-th trace row of it (both keep their input order)
+    trace_order = np.argsort(trace_group, kind="stable")
+    record_order = np.argsort(record_group, kind="stable")
+    trace_rank = _rank_in_group(trace_group[trace_order])
+    record_rank = _rank_in_group(record_group[record_order])
+    slot = {(int(g), int(r)): int(row) for g, r, row in
+            zip(trace_group[trace_order], trace_rank, trace_order)}
+    for g, r, row in zip(record_group[record_order], record_rank, record_order):
+        found[row] = slot.get((int(g), int(r)), -1)
+    return found
+
+
+def _rank_in_group(sorted_groups: np.ndarray) -> np.ndarray:
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_groups)) + 1]
+    first = np.repeat(starts, np.diff(np.r_[starts, len(sorted_groups)]))
+    return np.arange(len(sorted_groups)) - first
+
+
+def with_gpu(trace: Trace, *, start_ns, end_ns, names, device, stream, launch, kinds,
+             args: dict | None = None, meta: dict | None = None) -> Trace:
+    """``trace`` with these GPU rows in place of its own (``names``: strings; ``kinds``: names in
+    GPU_KINDS; ``launch``: event rows of ``trace`` or NO_ID; ``args``: row -> dict)."""
+    table = {name: index for index, name in enumerate(trace.names)}
+    all_names = list(trace.names)
+    name_id = np.empty(len(names), np.int32)
+    for row, name in enumerate(names):
+        if name not in table:
+            table[name] = len(all_names)
+            all_names.append(name)
+        name_id[row] = table[name]
+    start_ns, end_ns = np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64)
+    order = np.lexsort((end_ns, start_ns))
+    new_row = np.empty(len(order), np.int64)
+    new_row[order] = np.arange(len(order))
+    kind_ids = np.asarray([GPU_KINDS.index(kind) for kind in kinds], np.uint8)
+    return Trace(
+        start_ns=trace.start_ns, end_ns=trace.end_ns, thread=trace.thread, name_id=trace.name_id,
+        category=trace.category, depth=trace.depth, parent=trace.parent, self_ns=trace.self_ns,
+        gpu_start_ns=start_ns[order], gpu_end_ns=end_ns[order], gpu_name_id=name_id[order],
+        gpu_device=np.asarray(device, np.int16)[order],
+        gpu_stream=np.asarray(stream, np.int32)[order],
+        gpu_launch=np.asarray(launch, np.int32)[order], gpu_kind=kind_ids[order],
+        names=all_names, threads=trace.threads, categories=trace.categories,
+        meta=trace.meta if meta is None else meta, event_args=trace.event_args,
+        gpu_args={int(new_row[row]): value for row, value in (args or {}).items()},
+        shapes=trace.shapes, stacks=trace.stacks, instants=trace.instants,
+        counters=trace.counters)
+
+
+def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict) -> np.ndarray:
+    """OS thread id of each legacy lane: the starting thread's is known; autograd's threads carry
+    torch's small profiler id, which Kineto's records map to the OS id (-1: not seen there)."""
+    return np.asarray([thread.tid if thread.tid == starting_tid else os_tids.get(thread.tid, -1)
+                       for thread in legacy_trace.threads], np.int64)
+
+
+def event_intervals_onto(cpu_trace: Trace, legacy_trace: Trace, lane_os_tids: np.ndarray):
+    """The legacy trace's op intervals, launched by the matching ops of ``cpu_trace``: a dict of
+    GPU columns (as :func:`with_gpu` takes them) and the counts of what did not match."""
+    cpu_tids = np.asarray([thread.tid for thread in cpu_trace.threads], np.int64)
+    legacy_key = lane_os_tids[legacy_trace.thread] if len(legacy_trace) else np.zeros(0, np.int64)
+    cpu_key = cpu_tids[cpu_trace.thread] if len(cpu_trace) else np.zeros(0, np.int64)
+    legacy_names = [legacy_trace.names[i] for i in legacy_trace.name_id]
+    cpu_names = [cpu_trace.names[i] for i in cpu_trace.name_id]
+    twin = match_by_name_and_order(legacy_key, legacy_names, legacy_trace.start_ns,
+                                   cpu_key, cpu_names, cpu_trace.start_ns)
+    op_rows = np.flatnonzero(legacy_trace.gpu_kind == KIND_OP)
+    launch = legacy_trace.gpu_launch[op_rows]
+    has_launch = launch >= 0
+    launched_by = np.where(has_launch, twin[np.maximum(launch, 0)], -1)
+    kept = launched_by >= 0
+    rows = op_rows[kept]
+    on_legacy_threads = np.isin(cpu_key, lane_os_tids)
+    matched_cpu = np.zeros(len(cpu_trace), np.bool_)
+    matched_cpu[twin[twin >= 0]] = True
+    cpu_only = sum(1 for row in np.flatnonzero(on_legacy_threads & ~matched_cpu)
+                   if not is_runtime_call(cpu_names[row]))
+    counts = {"intervals_without_op": int((~kept).sum()),
+              "legacy_ops_unmatched": int((twin < 0).sum()),
+              "kineto_ops_unmatched": int(cpu_only)}
+    columns = dict(start_ns=legacy_trace.gpu_start_ns[rows], end_ns=legacy_trace.gpu_end_ns[rows],
+                   names=[legacy_trace.names[i] for i in legacy_trace.gpu_name_id[rows]],
+                   device=legacy_trace.gpu_device[rows], stream=legacy_trace.gpu_stream[rows],
+                   launch=launched_by[kept], kinds=["op"] * len(rows))
+    return columns, counts
+
+
+def unmatched_note(counts: dict) -> str | None:
+    """One line for the trace's notes when the two profilers' records did not pair up."""
+    if not (counts["legacy_ops_unmatched"] or counts["kineto_ops_unmatched"]):
+        return None
+    return (f"CUDA-event records and Kineto's ops did not all pair up: "
+            f"{counts['legacy_ops_unmatched']} event-recorded ops found no Kineto op "
+            f"({counts['intervals_without_op']} GPU intervals dropped with them), "
+            f"{counts['kineto_ops_unmatched']} Kineto ops on the same threads have no CUDA-event "
+            "interval.")
+
+
+def kernel_columns(devices, cpu_correlation: np.ndarray, cpu_rows: np.ndarray,
+                   base_time_ns: int) -> dict:
+    """CUPTI's device rows as GPU columns; each launched by the trace row of the op whose
+    correlation id it carries (``cpu_correlation[i]`` belongs to trace row ``cpu_rows[i]``)."""
+    by_correlation = {}
+    for correlation, row in zip(np.asarray(cpu_correlation).tolist(),
+                                np.asarray(cpu_rows).tolist()):
+        if correlation > 0 and row >= 0:
+            by_correlation.setdefault(correlation, row)
+    launch = np.asarray([by_correlation.get(correlation, NO_ID) for correlation in
+                         np.asarray(devices.correlation).tolist()], np.int64)
+    return dict(start_ns=np.asarray(devices.start_ns, np.int64) - base_time_ns,
+                end_ns=np.asarray(devices.end_ns, np.int64) - base_time_ns,
+                names=list(devices.names), device=devices.device, stream=devices.stream,
+                launch=launch, kinds=list(devices.kinds), args=dict(devices.args))
+
+
+def concat_columns(*parts: dict) -> dict:
+    """GPU column dicts (from :func:`event_intervals_onto` / :func:`kernel_columns`) end to end."""
+    out = {key: [] for key in ("start_ns", "end_ns", "names", "device", "stream", "launch",
+                               "kinds")}
+    args, offset = {}, 0
+    for part in parts:
+        for key in out:
+            out[key].extend(np.asarray(part[key]).tolist() if key not in ("names", "kinds")
+                            else part[key])
+        args.update({offset + row: value for row, value in part.get("args", {}).items()})
+        offset += len(part["start_ns"])
+    out["args"] = args
+    return out
+
+
+NOTE_NO_CUPTI_KERNELS = (
+    "CUPTI recorded no kernels here (tracing is not permitted or not supported on this machine: "
+    "WSL2, containers without GPU profiling rights, ERR_NVGPUCTRPERM): GPU times are each op's "
+    "CUDA-event interval, kernels are not shown one by one.")
+NOTE_KERNELS_OFF = ("Kernels not recorded one by one ({why}): GPU times are each op's CUDA-event "
+                    "interval.")
+NOTE_LEGACY_FAILED = ("The CUDA-event profiler would not start beside Kineto ({error}): no per-op "
+                      "event intervals; GPU times come from CUPTI's kernels{only}.")
+
+
+def gpu_records_to_trace(records, *, anchor_name: str, base_time_ns: int, starting_thread,
+                         thread_names: dict, windows=(), kernels_why_not: str = "",
+                         record_shapes: bool = False, with_stack: bool = False,
+                         meta: dict | None = None) -> Trace:
+    """A Trace from :class:`nbprof.record.cuda_events.CudaRecords` (or anything shaped so):
+    Kineto's ops on every thread, each op of the legacy threads with its CUDA-event interval,
+    CUPTI's kernels linked to their ops. ``windows``: more (tid, start, end) spans of nbprof's
+    own calls; ``kernels_why_not``: why kernels were not asked for, if they were not."""
+    from .convert import cpu_records_to_trace, drop_own_cuda_calls, legacy_records_to_trace
+    from .own_cuda_calls import legacy_event_times
+
+    meta = dict(meta or {})
+    notes = list(meta.get("notes", []))
+    kineto = records.kineto
+    legacy_trace = None
+    event_times = {}
+    if records.legacy_lists is not None:
+        legacy_trace = legacy_records_to_trace(
+            records.legacy_lists, anchor_name=anchor_name, base_time_ns=base_time_ns,
+            starting_thread=starting_thread, record_shapes=False, with_stack=False,
+            meta={"notes": []})
+        notes.extend(legacy_trace.meta["notes"])
+        if "gpu_clock" in legacy_trace.meta:
+            meta["gpu_clock"] = legacy_trace.meta["gpu_clock"]
+        event_times = {kineto.os_tids[small]: times for small, times in
+                       legacy_event_times(records.legacy_lists).items() if small in kineto.os_tids}
+    cpu, own_calls = drop_own_cuda_calls(kineto.cpu, event_times=event_times,
+                                         windows=[*records.windows, *windows])
+    meta["own_cuda_calls"] = own_calls
+    meta["notes"] = notes
+    cpu_trace = cpu_records_to_trace(cpu, base_time_ns=base_time_ns, pid=starting_thread.pid,
+                                     thread_names=thread_names, first_tid=starting_thread.tid,
+                                     meta=meta)
+    parts = []
+    if legacy_trace is not None:
+        lanes = legacy_lane_os_tids(legacy_trace, starting_thread.tid, kineto.os_tids)
+        intervals, counts = event_intervals_onto(cpu_trace, legacy_trace, lanes)
+        cpu_trace.meta["event_matching"] = counts
+        if note := unmatched_note(counts):
+            cpu_trace.meta["notes"].append(note)
+        parts.append(intervals)
+    if len(kineto.devices.names):
+        rows = rows_in_trace(cpu_trace, kineto.cpu.tid, kineto.cpu.start_ns, kineto.cpu.end_ns,
+                             base_time_ns)
+        parts.append(kernel_columns(kineto.devices, kineto.correlation, rows, base_time_ns))
+    if records.legacy_lists is None:
+        error = getattr(records, "legacy_error", "")
+        only = "" if len(kineto.devices.names) else " (none were recorded: CPU times only)"
+        cpu_trace.meta["notes"].append(NOTE_LEGACY_FAILED.format(error=error, only=only))
+    elif not records.kernels_asked:
+        cpu_trace.meta["notes"].append(NOTE_KERNELS_OFF.format(why=kernels_why_not or
+                                                               "kernels=False"))
+    elif not len(kineto.devices.names) and parts and len(parts[0]["start_ns"]):
+        cpu_trace.meta["notes"].append(NOTE_NO_CUPTI_KERNELS)
+    cpu_trace.meta["kernels"] = bool(len(kineto.devices.names))
+    if not parts:
+        return cpu_trace
+    return with_gpu(cpu_trace, **concat_columns(*parts))

@@ -1,0 +1,205 @@
+"""``nbprof run [OPTIONS] SCRIPT [ARGS...]``: profile a script as ``%%cudaprof`` profiles a cell.
+
+The script runs as ``__main__`` (runpy) with ``sys.argv`` set to it and its arguments, inside
+``nbprof.profile()``. Every output path is checked before the script starts, so a typo costs no
+run; once it has run, whatever can be written is written and the rest said (a profile that took
+an hour is never lost to a full disk: the trace goes to the temp folder if it can go nowhere else).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import runpy
+import sys
+import tempfile
+import time
+import traceback
+
+from .cli_paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
+
+_SIGINT_STATUS = 130  # the shell's exit status for a process ended by Ctrl-C
+
+
+def script_position(argv: list[str], takes_value: dict[str, bool]) -> int | None:
+    """Where the script's path is in ``run``'s arguments: the first token that is not one of
+    nbprof's options (or the one after ``--``). Everything after it belongs to the script, verbatim
+    (argparse would drop a ``--`` there, and take ``-o`` for itself)."""
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            return index + 1 if index + 1 < len(argv) else None
+        if not token.startswith("-") or token == "-":
+            return index
+        if takes_value.get(token, False):  # "-o PAGE": the value is the next token
+            index += 1
+        index += 1
+    return None
+
+
+def run(options, script_args: list[str]) -> int:
+    from .ranks import distributed_meta, expand_rank
+
+    script = pathlib.Path(options.script)
+    if not script.is_file():
+        print(f"nbprof: no script {script}: give the path of a Python file to profile",
+              file=sys.stderr)
+        return 2
+    if options.output is None:
+        hint = (": nbprof's options go before the script (nbprof run -o PAGE.html SCRIPT ARGS...); "
+                "what follows the script is the script's own" if {"-o", "--output"} & {
+                    argument.split("=")[0] for argument in script_args} else "")
+        raise CliError(f"run needs -o PAGE.html, the page to write{hint}")
+    planned = _outputs(options, expand_rank, distributed_meta())
+    for option, path in planned.items():
+        check_output(path, "the timeline page" if option == "-o" else "the trace", option,
+                     inputs=[script], suffixes=(".html", ".htm") if option == "-o" else
+                     TRACE_SUFFIXES)
+    check_distinct(planned)
+    try:
+        from . import profile  # torch: seconds; Ctrl-C here has nothing to write yet
+    except KeyboardInterrupt:
+        print("nbprof: interrupted before the script started; nothing was written", file=sys.stderr)
+        return _SIGINT_STATUS
+    exit_code, trace, interrupted = _profile_script(profile, script, script_args)
+    if trace is None:  # the profiler never started (Ctrl-C while it was starting)
+        print("nbprof: interrupted before the profile started; nothing was written",
+              file=sys.stderr)
+        return exit_code or 1
+    paths, done = _outputs(options, expand_rank, trace.meta), []
+    try:
+        if interrupted:  # said here, inside the try: a second Ctrl-C right after it is caught
+            print("nbprof: interrupted; writing what ran before Ctrl-C (Ctrl-C again stops that)",
+                  file=sys.stderr, flush=True)
+        written_ok = _write_outputs(trace, options, paths, script, done)
+    except KeyboardInterrupt:  # a second Ctrl-C: stop now; atomic writes leave no half file
+        left = [str(path) for path in paths.values() if str(path) not in done]
+        print(f"nbprof: interrupted again: not written: {', '.join(left)} (no half file left)"
+              + (f"; written: {', '.join(done)}" if done else ""), file=sys.stderr)
+        return _SIGINT_STATUS
+    for note in trace.meta.get("notes") or ():  # what the recording could not do, said once
+        print(f"nbprof: note: {note}", file=sys.stderr)
+    from .overhead import describe_overhead
+
+    if overhead := describe_overhead(trace.meta.get("overhead")):
+        print(f"nbprof: {overhead}")
+    if options.table:
+        print(trace.table())
+    return exit_code if written_ok or exit_code else 1
+
+
+def _outputs(options, expand_rank, meta) -> dict[str, pathlib.Path]:
+    paths = {"-o": pathlib.Path(expand_rank(options.output, meta))}
+    if options.trace:
+        paths["--trace"] = pathlib.Path(expand_rank(options.trace, meta))
+    return paths
+
+
+def _profile_script(profile, script: pathlib.Path, script_args: list[str]):
+    """Run the script under the profiler: (the exit status `python SCRIPT` would have, the trace,
+    whether Ctrl-C ended it)."""
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [str(script), *script_args]
+    sys.path.insert(0, str(script.resolve().parent))  # as `python script.py` would
+    exit_code, interrupted = 0, False
+    prof = profile()
+    try:
+        with prof:
+            runpy.run_path(str(script), run_name="__main__")
+    except SystemExit as stop:  # the script's own exit: keep its status, still write the page
+        exit_code = _exit_status(stop.code)
+    except Exception as error:  # the script failed: its traceback, then what ran before it
+        _print_script_traceback(error, script)
+        print("nbprof: the script raised; the page shows what ran before it", file=sys.stderr,
+              flush=True)
+        exit_code = 1
+    except KeyboardInterrupt:  # Ctrl-C ends a long run early: the page still shows what ran
+        exit_code, interrupted = _SIGINT_STATUS, True
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    return exit_code, prof.trace, interrupted
+
+
+def _exit_status(code) -> int:
+    """What Python makes of ``sys.exit(code)``: None is 0, a number is itself, anything else (a
+    message) is printed to stderr and is 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr, flush=True)
+    return 1
+
+
+def _print_script_traceback(error: BaseException, script: pathlib.Path) -> None:
+    """The traceback from the script's own frames on, as ``python SCRIPT`` prints it (without
+    nbprof's and runpy's frames above them)."""
+    tb = error.__traceback__
+    path = str(script.resolve())
+    while tb is not None and os.path.realpath(tb.tb_frame.f_code.co_filename) != path:
+        tb = tb.tb_next
+    traceback.print_exception(type(error), error, tb or error.__traceback__)
+
+
+def _write_outputs(trace, options, paths: dict[str, pathlib.Path], script: pathlib.Path,
+                   done: list[str]) -> bool:
+    """The trace first (the data itself, and quick), then the page; each failure said with its
+    path, and a trace that could go nowhere asked goes to the temp folder. True if all went;
+    ``done`` collects what was written."""
+    trace_path, page = paths.get("--trace"), paths["-o"]
+    trace_ok = trace_path is None or _write("the trace", lambda: _save_trace(trace, trace_path),
+                                            trace_path, done)
+    page_ok = _write("the page", lambda: _save_page(trace, page, options, script), page, done)
+    if not trace_ok or (trace_path is None and not page_ok):
+        _rescue(trace, script, done)
+    return trace_ok and page_ok
+
+
+def _write(what: str, save, path: pathlib.Path, done: list[str]) -> bool:
+    try:
+        message = save()
+    except OSError as error:  # its message says what could not be written, and where
+        print(f"nbprof: {describe(error)}", file=sys.stderr, flush=True)
+        return False
+    except (ValueError, TypeError, RuntimeError) as error:  # drawing or exporting this trace failed
+        print(f"nbprof: could not write {what} {path}: {type(error).__name__}: {error}",
+              file=sys.stderr, flush=True)
+        return False
+    done.append(str(path))
+    print(f"nbprof: wrote {message}", flush=True)
+    return True
+
+
+def _save_page(trace, page: pathlib.Path, options, script: pathlib.Path) -> str:
+    from . import save_html
+
+    save_html(trace, page, title=options.title or f"nbprof: {script.name}")
+    return f"{page} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU intervals)"
+
+
+def _save_trace(trace, path: pathlib.Path) -> str:
+    from .atomic import make_folders
+
+    make_folders(path, "the trace")  # out/ of many ranks
+    if str(path).lower().endswith(".parquet"):
+        trace.to_parquet(path)
+    else:
+        trace.export_chrome_trace(path)
+    return str(path)
+
+
+def _rescue(trace, script: pathlib.Path, done: list[str]) -> None:
+    """Keep the profile when the asked-for files could not be written: a .json.gz in the temp
+    folder, from which ``nbprof view`` draws the page later."""
+    rescue = pathlib.Path(tempfile.gettempdir()) / (
+        f"nbprof-{script.stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json.gz")
+    try:
+        trace.export_chrome_trace(rescue)
+    except OSError as error:
+        print(f"nbprof: the profile is lost: could not save it in the temp folder either: "
+              f"{describe(error)}", file=sys.stderr)
+        return
+    done.append(str(rescue))
+    print(f"nbprof: saved the trace to {rescue} instead; `nbprof view {rescue} -o PAGE.html` "
+          "draws its page", file=sys.stderr)

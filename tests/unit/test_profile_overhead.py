@@ -1,0 +1,51 @@
+"""The profiler's own cost: the wording (pure), and where a user reads it (CLI, widget header)."""
+
+import pytest
+
+import nbprof
+from nbprof.overhead import describe_overhead, overhead_meta
+
+
+def test_the_share_is_the_ops_cost_over_the_block_time():
+    overhead = overhead_meta(2100.0, op_count=4000, block_ns=93_000_000)
+    assert overhead["share"] == pytest.approx(2100 * 4000 / 93e6, abs=1e-4)
+    assert describe_overhead(overhead) == "profiler overhead ≈ 2.1 µs/op, ~9% of this cell"
+
+
+@pytest.mark.parametrize("per_op_ns, ops, block_ns, text", [
+    (40.0, 10, 10_000_000, "profiler overhead ≈ 40 ns/op, <1% of this cell"),
+    (500.0, 0, 1_000_000, "profiler overhead ≈ 0.5 µs/op, 0% of this cell"),
+    (3000.0, 10_000, 1_000, "profiler overhead ≈ 3.0 µs/op, ~100% of this cell"),  # capped
+    (-5.0, 10, 0, "profiler overhead ≈ 0 ns/op, 0% of this cell"),  # noise, an empty block
+])
+def test_small_large_and_degenerate_figures_read_sensibly(per_op_ns, ops, block_ns, text):
+    assert describe_overhead(overhead_meta(per_op_ns, ops, block_ns)) == text
+
+
+def test_no_measurement_says_nothing():
+    assert describe_overhead(None) == "" and describe_overhead({}) == ""
+
+
+def test_the_widget_header_shows_the_overhead_of_a_real_profile():
+    import torch
+
+    from nbprof.notebook.widget import TraceWidget
+
+    with nbprof.profile() as prof:
+        for _ in range(200):
+            torch.ones(3).add(1)
+    widget = TraceWidget(prof.trace, name="t", sort_by="cpu_time_total", note=None)
+    header_html = " ".join(child.value for child in widget.children
+                           if hasattr(child, "value") and isinstance(child.value, str))
+    assert describe_overhead(prof.trace.meta["overhead"]) in header_html
+    assert "profiler overhead ≈" in header_html
+
+
+def test_the_cli_prints_the_overhead(tmp_path, capsys):
+    from nbprof.cli import main
+
+    script = tmp_path / "work.py"
+    script.write_text("import torch\nfor _ in range(300):\n    torch.ones(4).mul(2)\n")
+    assert main(["run", "-o", str(tmp_path / "page.html"), str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "nbprof: profiler overhead ≈ " in out and "% of this cell" in out

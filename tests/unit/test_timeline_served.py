@@ -1,0 +1,175 @@
+"""Served level of detail (nbprof/timeline/served.py): the kernel's bars for a view are exactly what
+the browser's sweep (js/timeline_draw.js) draws from every event, and a page past its embedding
+budget carries a coarser level and says so."""
+
+import numpy as np
+import orjson
+import pytest
+
+from nbprof.timeline import Timeline
+from nbprof.timeline.data import encode_events
+from nbprof.timeline.lanes import build_lanes
+from nbprof.timeline.packing import unpack_columns
+from nbprof.timeline.served import Served, row_columns, view_bars
+from served_trace import hand_built_trace
+
+
+def decoded_entries(packed, layout, row_is_gpu):
+    """The page's entries as js/timeline_decode.js rebuilds them (starts from zigzag gaps, ids
+    from deltas), with each entry's count and busy time when the page carries them."""
+    columns = unpack_columns(packed, layout)
+    counts = columns["row_count"].astype(np.int64)
+    gaps = columns["start_gap"].astype(np.int64)
+    duration = columns["duration"].astype(np.int64)
+    id_delta = columns["id_delta"].astype(np.int64)
+    start, ids, rows = np.zeros(len(gaps), np.int64), np.zeros(len(gaps), np.int64), []
+    i = 0
+    for row, count in enumerate(counts):
+        for k in range(count):
+            gap = gaps[i] // 2 if gaps[i] % 2 == 0 else -(gaps[i] + 1) // 2
+            start[i] = start[i - 1] + duration[i - 1] + gap if k else gap
+            ids[i] = ids[i - 1] + id_delta[i] if k else id_delta[i]
+            rows.append(row)
+            i += 1
+    rows = np.asarray(rows, np.int64)
+    count = columns.get("count", np.ones(len(start))).astype(np.int64)
+    busy = duration.copy()
+    busy[count != 1] = columns.get("block_busy", np.zeros(0, np.int64))
+    event_id = columns.get("event_id_delta", id_delta).astype(np.int64)
+    for i in range(1, len(event_id)):
+        if rows[i] == rows[i - 1]:
+            event_id[i] += event_id[i - 1]
+    return {"rows": rows, "start": start, "dur": duration, "id": ids, "count": count,
+            "busy": busy, "event_id": event_id, "gpu": np.asarray(row_is_gpu, bool)[rows]}
+
+
+def js_sweep(entries, x0, x1, width, min_duration=0):
+    """js/timeline_draw.js's sweep, line by line: (row, gpu?, trace id of the first event, count,
+    left, right, busy) per bar."""
+    ns_per_px = (x1 - x0) / width
+    real_ns, gap_ns = 3 * ns_per_px, 1 * ns_per_px
+    out = []
+    rows = entries["rows"]
+    for row in np.unique(rows):
+        where = np.flatnonzero(rows == row)
+        running, max_end = -np.inf, []
+        for i in where:
+            running = max(running, entries["start"][i] + entries["dur"][i])
+            max_end.append(running)
+        lo = int(np.searchsorted(max_end, x0))
+        first = count = block_start = block_end = busy = 0
+
+        def bar(i, n, left, right, b):
+            out.append((int(row), bool(entries["gpu"][i]), int(entries["event_id"][i]), int(n),
+                        int(left), int(right), int(b)))
+
+        for i in where[lo:]:
+            s, d = entries["start"][i], entries["dur"][i]
+            if s > x1:
+                break
+            e = s + d
+            if d < min_duration or e < x0:
+                continue
+            n, b = entries["count"][i], entries["busy"][i]
+            if d >= real_ns and n == 1:
+                if count:
+                    bar(first, count, block_start, block_end, busy)
+                count = 0
+                bar(i, 1, s, e, d)
+            elif count and s - block_end < gap_ns:
+                block_end = max(block_end, e)
+                count += n
+                busy += b
+            else:
+                if count:
+                    bar(first, count, block_start, block_end, busy)
+                first, count, block_start, block_end, busy = i, n, s, e, b
+        if count:
+            bar(first, count, block_start, block_end, busy)
+    return out
+
+
+def served_tuples(trace, columns, bars, row_is_gpu):
+    index = columns.order[bars.first]
+    gpu = index >= len(trace)
+    ids = np.where(gpu, index - len(trace), index)
+    return [(int(r), bool(g), int(i), int(c), int(left), int(right), int(b)) for r, g, i, c, left,
+            right, b in zip(bars.row, gpu, ids, bars.count, bars.left, bars.right, bars.busy)]
+
+
+VIEWS = [  # (x0, x1, width): the whole trace, zoomed on a burst, an edge, fractional ranges
+    (0.0, 1_000_000.0, 1200), (0.0, 1_000_000.0, 97), (150_050.5, 260_000.25, 800),
+    (151_000.0, 152_500.0, 1200), (-5_000.0, 40_000.0, 300), (899_000.0, 2_000_000.0, 640),
+    (300_000.0, 300_001.0, 1000), (120_000.0, 200_000.0, 500)]  # x0 on a parent's end
+
+
+@pytest.mark.parametrize("min_duration", [0, 500])
+def test_served_bars_equal_the_browsers_sweep_over_every_event(min_duration):
+    trace = hand_built_trace()
+    lanes = build_lanes(trace)
+    packed, info = encode_events(trace, lanes)  # what a full page embeds
+    page = decoded_entries(packed, info["layout"], lanes.row_is_gpu)
+    columns = row_columns(trace, lanes)
+    for x0, x1, width in VIEWS:
+        expected = js_sweep(page, x0, x1, width, min_duration)
+        bars = view_bars(columns, x0, x1, width, min_duration)
+        assert served_tuples(trace, columns, bars, lanes.row_is_gpu) == expected, (x0, x1, width)
+    # the views exercise both kinds of bar
+    whole = js_sweep(page, *VIEWS[0])
+    assert any(bar[3] > 1 for bar in whole) and any(bar[3] == 1 for bar in whole)
+
+
+def test_an_answer_redrawn_by_the_browser_gives_the_same_bars():
+    trace = hand_built_trace()
+    served = Served(trace, build_lanes(trace), budget=100)
+    for x0, x1, width in VIEWS:
+        request = {"x0": [x0], "x1": [x1], "width": [width], "min_duration": [500],
+                   "key": [f"{x0}|{x1}|{width}"]}
+        answer = served.answer(request)
+        assert answer["key"] == request["key"]
+        meta = orjson.loads(answer["meta"][0])
+        entries = decoded_entries(answer["packed"][0], meta["layout"], served.lanes.row_is_gpu)
+        bars = view_bars(served.columns, x0, x1, width, 500)
+        assert js_sweep(entries, x0, x1, width, 500) == served_tuples(
+            trace, served.columns, bars, served.lanes.row_is_gpu)
+        assert meta["n_cpu"] + meta["n_gpu"] == len(bars)
+        assert served.answer(request) is None  # jupyter_bokeh's second call for the same change
+
+
+def test_past_the_budget_the_page_embeds_a_coarse_level_and_says_so():
+    trace = hand_built_trace()
+    events = len(trace) + len(trace.gpu_start_ns)
+    full = Timeline(trace, max_embedded_events=None)
+    assert full.served is None and "showing" not in full.note.text
+    view = Timeline(trace, max_embedded_events=120)
+    coarse = view.served.coarse
+    assert 0 < len(coarse) <= 120
+    assert int(coarse.count.sum()) == events  # every event is in one bar
+    assert f"showing {len(coarse):,} bars for {events:,} events" in view.note.text
+    assert "nbprof view --full" in view.note.text
+    # the coarse level is the whole trace's bars at its resolution
+    resolution = view.served.resolution_ns
+    again = view_bars(view.served.columns, 0, view.served.columns.span_ns,
+                      view.served.columns.span_ns / resolution)
+    assert np.array_equal(again.left, coarse.left) and np.array_equal(again.count, coarse.count)
+    # a finer resolution would not fit
+    finer = view_bars(view.served.columns, 0, view.served.columns.span_ns,
+                      view.served.columns.span_ns / (resolution / 2))
+    assert resolution == 1 or len(finer) > 120
+    with pytest.raises(ValueError, match="max_embedded_events must be at least 1"):
+        Timeline(trace, max_embedded_events=0)
+
+
+def test_the_view_request_source_gets_its_answer():
+    # jupyter_bokeh syncs the browser's write to served_request; the kernel's callback answers
+    trace = hand_built_trace()
+    view = Timeline(trace, max_embedded_events=100)
+    view.served.request.data = {"x0": [0.0], "x1": [50_000.0], "width": [900.0],
+                                "min_duration": [0], "key": ["0|50000|900|0"]}
+    answer = view.served.answer_source.data
+    assert answer["key"] == ["0|50000|900|0"]
+    entries = decoded_entries(answer["packed"][0], orjson.loads(answer["meta"][0])["layout"],
+                              view.served.lanes.row_is_gpu)
+    assert entries["count"].sum() == sum(bar[3] for bar in js_sweep(entries, 0.0, 50_000.0, 900))
+    view.served.request.data = {"x0": ["nonsense"]}  # a malformed request changes nothing
+    assert view.served.answer_source.data["key"] == ["0|50000|900|0"]
