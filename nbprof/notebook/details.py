@@ -9,7 +9,7 @@ from typing import NamedTuple
 from ..analysis import printable
 from ..events import Trace
 from ..html_text import html_text
-from .frames import fold_stack
+from .frames import folded_stack
 
 PYTHON = "python_function"  # the category of with_stack's Python-frame events (convert.py)
 CHILDREN_SHOWN = 12  # links per row; the rest are counted
@@ -132,11 +132,17 @@ def details_html(trace: Trace, event_id: int | None, cell_numbers: dict | None =
     if event.shapes is not None:
         rows.append(("Shapes", f"<code>{html_text(str(event.shapes))}</code>"))
     if event.stack:
-        rows.append(("Stack", "<br>".join(f"<code>{html_text(line)}</code>"
-                                          for line in fold_stack(event.stack, cell_numbers))))
+        # a folded line lists its frames on hover
+        rows.append(("Stack", "<br>".join(
+            f"<code{_title(chr(10).join(hidden))}>{html_text(line)}</code>"
+            for line, hidden in folded_stack(event.stack, cell_numbers))))
     if links:
         rows += _links_as_text(event_links(trace, event_id))
     return _table(rows)
+
+
+def _title(text: str) -> str:
+    return f" title='{html_text(text)}'" if text else ""
 
 
 def _kernel_line(kernel, origin: int) -> str:
