@@ -9,7 +9,7 @@ from typing import NamedTuple
 from ..analysis import printable
 from ..events import Trace
 from ..html_text import html_text
-from .frames import fold_stack
+from .frames import folded_stack
 
 PYTHON = "python_function"  # the category of with_stack's Python-frame events (convert.py)
 CHILDREN_SHOWN = 12  # links per row; the rest are counted
@@ -132,11 +132,17 @@ def details_html(trace: Trace, event_id: int | None, cell_numbers: dict | None =
     if event.shapes is not None:
         rows.append(("Shapes", f"<code>{html_text(str(event.shapes))}</code>"))
     if event.stack:
-        rows.append(("Stack", "<br>".join(f"<code>{html_text(line)}</code>"
-                                          for line in fold_stack(event.stack, cell_numbers))))
+        # a folded line lists its frames on hover
+        rows.append(("Stack", "<br>".join(
+            f"<code{_title(chr(10).join(hidden))}>{html_text(line)}</code>"
+            for line, hidden in folded_stack(event.stack, cell_numbers))))
     if links:
         rows += _links_as_text(event_links(trace, event_id))
     return _table(rows)
+
+
+def _title(text: str) -> str:
+    return f" title='{html_text(text)}'" if text else ""
 
 
 def _kernel_line(kernel, origin: int) -> str:
@@ -160,6 +166,9 @@ def gpu_details_html(trace: Trace, row: int, cell_numbers: dict | None = None, *
             + details_html(trace, kernel.launch_id, cell_numbers, links=links))
 
 
+NUMBER = "text-align:right;white-space:nowrap;padding:0 0 0 12px"  # a number never wraps
+
+
 def range_summary_html(trace: Trace, summary) -> str:
     """An area selection's summary (range_summary.py): the range, then per name the count and the
     time inside it, CPU and GPU apart."""
@@ -175,14 +184,14 @@ def range_summary_html(trace: Trace, summary) -> str:
         rows = "".join(
             f"<tr><td title='{html_text(printable(row.name))}' style='text-align:left;max-width:420px;"
             f"overflow:hidden;text-overflow:ellipsis;white-space:nowrap'><code>"
-            f"{html_text(printable(row.name))}</code></td><td style='text-align:right'>{row.count:,}</td>"
-            f"<td style='text-align:right'>{html_text(format_duration(row.inside_ns))}</td></tr>"
+            f"{html_text(printable(row.name))}</code></td><td style='{NUMBER}'>{row.count:,}</td>"
+            f"<td style='{NUMBER}'>{html_text(format_duration(row.inside_ns))}</td></tr>"
             for row in side.rows)
         more = (f"<div><i>and {side.names - len(side.rows):,} more names</i></div>"
                 if side.names > len(side.rows) else "")
         parts.append(
             f"<table class='nbprof-range-{title.lower()}' style='border-collapse:collapse'>"
             f"<thead><tr><th style='text-align:left'>{title}: {side.names:,} names</th>"
-            f"<th style='text-align:right;padding:0 8px'>Count</th>"
-            f"<th style='text-align:right'>Time inside</th></tr></thead><tbody>{rows}</tbody></table>{more}")
+            f"<th style='{NUMBER}'>Count</th>"
+            f"<th style='{NUMBER}'>Time inside</th></tr></thead><tbody>{rows}</tbody></table>{more}")
     return "".join(parts)

@@ -50,8 +50,10 @@ class ExportPanel(ipywidgets.VBox):
         self.button.on_click(lambda _button: self.export())
         self._written = False  # a second click replaces this trace's file, it adds no name-2 copy
         # The message sits beside the button, where the click was, not below the fold.
-        super().__init__([ipywidgets.HBox([self.button, self.download, self.status],
-                                          layout=ipywidgets.Layout(align_items="center"))])
+        row = ipywidgets.HBox([self.button, self.download, self.status],
+                              layout=ipywidgets.Layout(align_items="center"))
+        row.add_class("nbprof-export-row")  # where js/download.js finds the message to keep in view
+        super().__init__([row])
 
     def export(self) -> pathlib.Path | None:
         """Write the file and start the browser download; problems show in the panel, never raise."""

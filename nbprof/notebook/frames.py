@@ -31,23 +31,28 @@ def fold_stack(frames, cell_numbers: dict | None = None) -> list[str]:
     notebook cells named by number, and one "… N library frames" line per run of the others.
     Everything from the first nbprof frame outwards (the magic running the cell, and whatever ran
     the magic) is machinery; it folds into the last line."""
+    return [text for text, _folded_frames in folded_stack(frames, cell_numbers)]
+
+
+def folded_stack(frames, cell_numbers: dict | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """:func:`fold_stack`'s lines, each with the frames it folds (none for the user's own)."""
     cell_numbers = cell_numbers or {}
     frames = list(frames)
     runner = next((i for i, frame in enumerate(frames) if _top_package(frame) == "nbprof"),
                   len(frames))
-    lines, folded = [], 0
+    lines, folded = [], []
     for frame in frames[:runner]:
         cell = _cell_frame(frame, cell_numbers)
         if cell is None and _is_library(frame):
-            folded += 1
+            folded.append(frame)
             continue
         if folded:
-            lines.append(_folded(folded))
-            folded = 0
-        lines.append(cell or frame)
-    folded += len(frames) - runner
+            lines.append((_folded(len(folded)), tuple(folded)))
+            folded = []
+        lines.append((cell or frame, ()))
+    folded += frames[runner:]
     if folded:
-        lines.append(_folded(folded))
+        lines.append((_folded(len(folded)), tuple(folded)))
     return lines
 
 

@@ -12,12 +12,15 @@ ALL_OFF = "Every lane is hidden: tick one to see the timeline."
 class LaneFilter(ipywidgets.VBox):
     value = traitlets.Tuple()  # the lanes shown; set it, or tick boxes in the browser
 
-    def __init__(self, lanes: list[str], groups: list[str]):
+    def __init__(self, lanes: list[str], groups: list[str], labels: list[str] | None = None):
+        """``lanes``: full names (the values); ``labels``: what each box says (the group's row
+        already names the process or GPU), the full name on hover."""
         self.options = tuple(lanes)
         self._syncing = False  # a group box setting its lanes' boxes must not echo back
-        self._lane_boxes = {lane: ipywidgets.Checkbox(value=True, description=lane, indent=False,
+        self._lane_boxes = {lane: ipywidgets.Checkbox(value=True, description=label, indent=False,
+                                                      tooltip=lane,
                                                       layout=ipywidgets.Layout(width="auto"))
-                            for lane in lanes}
+                            for lane, label in zip(lanes, labels or lanes)}
         self._group_boxes, rows = {}, []
         for group in dict.fromkeys(groups):
             members = [lane for lane, lane_group in zip(lanes, groups) if lane_group == group]

@@ -1,7 +1,7 @@
 """The widget's search bar: a regex box, previous / next arrows and the match count ("3 of 51 · 7
 in view"). Matches (search.py finds them; a summary row's op too) are outlined on the timeline
-and stepped through in time order; stepping to one selects it and brings it into view, zooming
-onto it when it is in view already (at full zoom one event hides among merged blocks)."""
+and stepped through in time order; stepping to one selects it and brings it into view as its own
+bar (Timeline.bring_into_view: at full zoom one event hides among merged blocks)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 from ..analysis import printable
 from ..html_text import html_text
 from .search import events_named, find_events, gpu_launched_by
-from .view_range import count_in_view, event_interval, is_in_view, pan_to, zoom_to
+from .view_range import count_in_view, event_interval
 
 
 class SearchBar(ipywidgets.HBox):
@@ -73,12 +73,10 @@ class SearchBar(ipywidgets.HBox):
             kind, row = "cpu", int(self._matches[k])
         else:
             kind, row = "gpu", int(self._gpu_matches[k - len(self._matches)])
-        start, end = event_interval(self.trace, row, kind)
         self.timeline.select(row, kind=kind)
-        if is_in_view(self.timeline, self.origin_ns, start, end):
-            zoom_to(self.timeline, start, end)
-        else:
-            pan_to(self.timeline, self.origin_ns, start, end)
+        # The browser knows the plot's width: it leaves a match that is its own bar in view where
+        # it is, else centres on it, zoomed in until it is one (not lost in a merged block).
+        self.timeline.bring_into_view(*event_interval(self.trace, row, kind))
         # The selection's on_change shows the details too, but not when the same match is stepped
         # to again (no change): and the user may have switched to another pane since.
         self._on_step(row, kind)

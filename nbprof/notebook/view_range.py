@@ -1,11 +1,9 @@
-"""Moving the timeline's view onto events, for the search arrows and the details links. Times are
-the trace's own (its columns'); the x axis counts from ``origin_ns`` (details.timeline_origin_ns)."""
+"""Events and the timeline's view, for the search arrows and the details links. Times are the
+trace's own (its columns'); the x axis counts from ``origin_ns`` (details.timeline_origin_ns)."""
 
 from __future__ import annotations
 
 import numpy as np
-
-MIN_ZOOM_NS = 2_000  # zooming onto a 50 ns event shows 2 µs around it, not a blur of one bar
 
 
 def event_interval(trace, row: int, kind: str) -> tuple[int, int]:
@@ -13,11 +11,6 @@ def event_interval(trace, row: int, kind: str) -> tuple[int, int]:
     if kind == "gpu":
         return int(trace.gpu_start_ns[row]), int(trace.gpu_end_ns[row])
     return int(trace.start_ns[row]), int(trace.end_ns[row])
-
-
-def is_in_view(timeline, origin_ns: int, start_ns: int, end_ns: int) -> bool:
-    x_range = timeline.plot.x_range
-    return start_ns - origin_ns < x_range.end and end_ns - origin_ns > x_range.start
 
 
 def count_in_view(trace, timeline, origin_ns: int, event_ids, gpu_rows) -> int:
@@ -28,22 +21,3 @@ def count_in_view(trace, timeline, origin_ns: int, event_ids, gpu_rows) -> int:
     return int(np.count_nonzero((trace.start_ns[event_ids] < high) & (trace.end_ns[event_ids] > low))
                + np.count_nonzero((trace.gpu_start_ns[gpu_rows] < high)
                                   & (trace.gpu_end_ns[gpu_rows] > low)))
-
-
-def zoom_to(timeline, start_ns: int, end_ns: int) -> None:
-    """Zoom onto an event: a view three times its width around it, so it is a bar of its own
-    (never a sliver inside a merged block) and its neighbours show. Set here, in the kernel, not
-    left to the browser (Timeline.bring_into_view): the kernel's x range, the match count's "in
-    view" and the next step then agree at once."""
-    width = max(3 * (end_ns - start_ns), MIN_ZOOM_NS)
-    middle = (start_ns + end_ns) // 2
-    timeline.show_range(middle - width // 2, middle + width // 2)
-
-
-def pan_to(timeline, origin_ns: int, start_ns: int, end_ns: int) -> None:
-    """Pan (keeping the zoom) so the interval is in view; zoom out if it is wider than the view."""
-    x_range = timeline.plot.x_range
-    start, end = start_ns - origin_ns, end_ns - origin_ns
-    width = max(x_range.end - x_range.start, (end - start) * 1.2)
-    middle = (start + end) / 2
-    x_range.update(start=middle - width / 2, end=middle + width / 2)

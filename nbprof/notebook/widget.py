@@ -18,7 +18,7 @@ from .lane_filter import LaneFilter
 from .overview import add_answer_panes
 from .search_bar import SearchBar
 from .summary_table import SummaryTable
-from .view_range import event_interval, zoom_to
+from .view_range import event_interval
 
 # The restart note shows once ipywidgets marks the widget disconnected (kernel restarted or
 # stopped); it replaces a broken-link icon per control, and the controls that need the kernel dim.
@@ -85,10 +85,8 @@ class TraceWidget(ipywidgets.VBox):
         self.lane_filter.observe(self._filter_changed, names="value")
         self.min_duration.observe(self._filter_changed, names="value")
         self.timeline.selection.on_change("data", self._selection_changed)
-        # The timeline's area selection (drag with a modifier), where the timeline has one.
-        area = getattr(self.timeline, "area_selection", None)
-        if area is not None:
-            area.on_change("data", lambda _attr, _old, new: self._area_changed(new))
+        # The timeline's area selection (Shift+drag or box select): its range's summary.
+        self.timeline.area_selection.on_change("data", lambda _attr, _old, new: self._area_changed(new))
 
         restarted = ipywidgets.HTML(f"<span>{html_text(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
@@ -116,7 +114,8 @@ class TraceWidget(ipywidgets.VBox):
         self.search_bar = SearchBar(self.trace, self.timeline, self._origin_ns, self._show_details)
         bar = self.search_bar
         self.search, self.previous, self.next, self.match_count = bar.box, bar.previous, bar.next, bar.count
-        self.lane_filter = LaneFilter(self.timeline.lanes, self.timeline.lane_groups)
+        self.lane_filter = LaneFilter(self.timeline.lanes, self.timeline.lane_groups,
+                                      self.timeline.lane_labels)
         self.min_duration = ipywidgets.BoundedFloatText(value=0.0, min=0.0, max=1e12, step=1.0,
                                                         description="Min µs",
                                                         layout=ipywidgets.Layout(width="180px"))
@@ -153,10 +152,10 @@ class TraceWidget(ipywidgets.VBox):
         return self.search_bar.in_view()
 
     def jump_to(self, row: int, kind: str = "cpu") -> None:
-        """A link in the details pane: select that event and zoom to it."""
+        """A link in the details pane: select that event and bring it into view as its own bar."""
         self.timeline.select(row, kind=kind)
         self._show_details(row, kind)
-        zoom_to(self.timeline, *event_interval(self.trace, row, kind))
+        self.timeline.bring_into_view(*event_interval(self.trace, row, kind))
 
     # -- filters and selection ----------------------------------------------------------------
 

@@ -125,7 +125,7 @@ def test_a_details_link_selects_and_zooms_to_the_kernel_an_op_launched(page, art
     page.wait_for_function(f"() => ({x_width})() < {before} / 10")  # zoomed onto it
     text = details.inner_text()
     assert "µs" in text and " → " in text
-    widget.screenshot(path=str(artifacts / "panes_details_link.png"))
+    details.screenshot(path=str(artifacts / "panes_details_link.png"))
 
 
 def _first_addmm() -> int:
@@ -151,13 +151,16 @@ def test_a_with_stack_event_shows_the_users_frames_and_its_cell(page, artifacts)
     text = details.inner_text()
     assert "cell [3]" in text and "library frames" in text
     assert "ipykernel_" not in text and "interactiveshell" not in text
-    widget.screenshot(path=str(artifacts / "panes_stack.png"))
+    details.screenshot(path=str(artifacts / "panes_stack.png"))
 
 
 def test_the_export_message_and_its_perfetto_link_sit_beside_the_button(page, artifacts):
     page, root = page
     widget = _widget(page, CPU)
     button = widget.locator(".nbprof-export")
+    # The button at the bottom edge of the window, where a user scrolling down meets it: the
+    # message that appears beside it must not grow out of view.
+    button.evaluate("(b) => b.scrollIntoView({block: 'end'})")
     with page.expect_download(timeout=60_000):
         button.click()
     status = widget.locator(".nbprof-export-status")
@@ -191,3 +194,48 @@ def test_every_lane_off_says_so_and_the_details_stay(page, artifacts):
     assert details.inner_text() == before
     groups.first.check()
     message.locator("text=Every lane is hidden").wait_for(state="detached")
+
+
+def _x_width(page, n):
+    return page.evaluate(f"""() => {{ const plot = ({_DOC_JS})({n}).get_model_by_name('nbprof_plot');
+                                     return plot.x_range.end - plot.x_range.start; }}""")
+
+
+def test_stepping_to_a_hidden_match_zooms_onto_it(page, artifacts):
+    page, _ = page
+    widget = _widget(page, GPU)
+    page.evaluate(f"""() => {{ const plot = ({_DOC_JS})({GPU}).get_model_by_name('nbprof_plot');
+        plot.x_range.setv({{start: 0, end: 43.5e9}}); }}""")  # the whole 43 s trace
+    before = _x_width(page, GPU)
+    widget.locator(".nbprof-search input").fill("sgemm")
+    count = widget.locator(".nbprof-match-count")
+    count.locator("text=/GPU intervals · [0-9]+ in view$/").wait_for()
+    widget.locator("button[title='next match']").click()
+    # a µs kernel in a 43 s view is a sliver inside a merged block: the view zooms onto it
+    page.wait_for_function(f"() => ({_DOC_JS})({GPU}).get_model_by_name('nbprof_plot').x_range"
+                           f".end - ({_DOC_JS})({GPU}).get_model_by_name('nbprof_plot').x_range.start"
+                           f" < {before} / 100")
+    count.locator("text=/^1 of [0-9]+ · [1-9][0-9]* in view$/").wait_for()
+    widget.screenshot(path=str(artifacts / "panes_search_zoomed.png"))
+
+
+def test_an_area_selection_lists_what_ran_in_it(page, artifacts):
+    import nbprof
+    from nbprof.range_summary import range_summary
+
+    page, _ = page
+    widget = _widget(page, GPU)
+    trace = nbprof.load(SHARED / "gpu_alexnet_kineto.json.gz")
+    start, end = int(trace.gpu_start_ns[10]), int(trace.gpu_end_ns[40])
+    # what a Shift+drag over the timeline sets (js/timeline_input.js), in the trace's own times
+    page.evaluate(f"""() => {{ ({_DOC_JS})({GPU}).get_model_by_name('nbprof_area_selection').data =
+        {{start_ns: [{start}], end_ns: [{end}]}}; }}""")
+    details = widget.locator(".nbprof-details")
+    details.locator("text=Selected range").wait_for()
+    summary = range_summary(trace, start, end)
+    text = details.inner_text()
+    assert f"{summary.cpu.events:,} CPU events, {summary.gpu.events:,} GPU intervals" in text
+    rows = details.locator("table.nbprof-range-gpu tbody tr")
+    assert rows.count() == len(summary.gpu.rows)
+    assert rows.first.locator("td").nth(1).inner_text() == f"{summary.gpu.rows[0].count:,}"
+    details.screenshot(path=str(artifacts / "panes_area_selection.png"))

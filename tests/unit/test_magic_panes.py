@@ -1,5 +1,7 @@
 """What the widget's panes and the --repeat summary compute from a Trace (no widgets, no torch)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -164,8 +166,12 @@ def test_details_fold_the_stack_and_name_the_cell():
     trace = Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=["aten::mm"],
                         threads=[(1, 1, "main")], stacks={0: KERNEL_STACK})
     html = details_html(trace, 0, {"/tmp/ipykernel_4242/3456789.py": 5})
-    assert "<code>cell [5]</code>" in html and "… 10 library frames" in html
-    assert "ipykernel_4242/3456789" not in html and "interactiveshell" not in html
+    assert "<code>cell [5]</code>" in html and "… 10 library frames</code>" in html
+    # the folded frames show on hover, one a line
+    assert "title='<built-in function exec>\nnbprof/notebook/magic.py(83): run" not in html  # escaped
+    assert "title='&lt;built-in function exec&gt;\nnbprof/notebook/magic.py(83): run\n" in html
+    visible = re.sub(r" title='[^']*'", "", html)  # what the pane shows without hovering
+    assert "ipykernel_4242/3456789" not in visible and "interactiveshell" not in visible
 
 
 def test_an_event_links_to_its_parents_children_and_launched_gpu_work():
