@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import pathlib
 import re
 from dataclasses import dataclass
@@ -270,14 +271,22 @@ def x_slices(events, x_rows: np.ndarray, path, positions=None) -> Slices:
                   ts=numbers["ts"], dur=numbers["dur"], args=list(map(attrgetter("args"), xs)))
 
 
+_NUMBER_TEXT = re.compile(r"\s*-?\d+(\.\d+)?([eE][-+]?\d+)?\s*")
+
+
 def canonical_id(value):
-    """One value for the ways a file spells a pid or tid: 1, 1.0 and "1" are all 1 (they
-    would otherwise be two lanes with one label); ints beyond int64 become their text."""
+    """One value for the ways a file spells a pid or tid: 1, 1.0, "1" and "1.0" are all 1,
+    1.5 and "1.5" both 1.5. They are one process to the user (Chrome's viewer keys processes
+    by the value's text, so it shows one) and would otherwise be two lanes with one label.
+    Ints beyond int64 become their text."""
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        if value.strip().lstrip("-").isdigit():
+            value = int(value)
+        elif math.isfinite(float(value)):
+            value = float(value)
     if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value)
     if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
         return str(value)
