@@ -89,7 +89,10 @@ def _view(options) -> int:
     from .chrome import DEFAULT_MAX_BYTES
 
     source = options.trace[0] if len(options.trace) == 1 else options.trace
-    trace = load(source, max_bytes=options.max_size or DEFAULT_MAX_BYTES)
+    from .chrome.progress import StderrLine
+
+    trace = load(source, max_bytes=options.max_size or DEFAULT_MAX_BYTES,
+                 progress=StderrLine(source) if len(options.trace) == 1 else None)
     for note in trace.meta.get("notes") or ():  # what was repaired or left out, said once
         print(f"nbprof: note: {note}", file=sys.stderr)
     path = save_html(trace, options.output, title=options.title or

@@ -16,6 +16,7 @@ from .export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
 from .kineto import KinetoLoad
 from .loader import NbprofLoad, nbprof_block
 from .gather import Gatherer
+from .progress import reporting
 from .rawfile import DEFAULT_MAX_BYTES
 from .read import TraceFormatError, paused_gc
 from .stream import EventChunks
@@ -40,7 +41,12 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
     as in torch's own summaries. The loader module says how each link is found.
 
     ``max_bytes`` caps the uncompressed size read (8 GiB by default, per file), so that a gzip
-    bomb or a runaway file fails fast instead of filling memory.
+    bomb or a runaway file fails fast instead of filling memory. The file is read and parsed
+    in chunks (chrome/stream.py): its whole text is never in memory.
+
+    ``progress``: a callable that hears ``(bytes read, total bytes)`` of the file as it is
+    read; by default a load in a notebook shows a progress bar once it has taken a second
+    (``progress=False``: none). See chrome/progress.py.
 
     A list of paths, a folder or a glob loads every file as one rank of a job and merges them
     (:mod:`nbprof.ranks`: lanes by rank, clocks aligned unless ``align=False``); a ``.parquet``
@@ -53,8 +59,9 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
         from ..columnar import read_parquet
 
         return read_parquet(path)
-    with paused_gc():
-        return _load(pathlib.Path(path), int(max_bytes), progress)
+    path = pathlib.Path(path)
+    with paused_gc(), reporting(progress, path) as report:
+        return _load(path, int(max_bytes), report)
 
 
 def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:

@@ -134,3 +134,35 @@ def test_the_text_is_never_held_whole(tmp_path, monkeypatch):
         tracemalloc.stop()
     assert len(trace) == 60_000 and trace.event_args[59_999]["Sequence number"] == 7
     assert peak < 1.0 * size, (peak, size)
+
+
+def test_a_long_load_shows_bytes_read_on_one_stderr_line(tmp_path, monkeypatch):
+    import io
+
+    from nbprof.chrome.progress import StderrLine
+
+    path = write(tmp_path, events_text(3000))
+    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 4096)
+    stderr = io.StringIO()
+    trace = load_in_chunks(path, monkeypatch, 8192,
+                           progress=StderrLine(path.name, stream=stderr, always=True, delay_s=0))
+    assert len(trace) == 3000
+    text = stderr.getvalue()
+    assert text.startswith("\rnbprof: loading t.json: ") and text.endswith("(100%)\n")
+    assert text.count("\n") == 1  # one line, rewritten in place
+    quiet = io.StringIO()  # not a terminal, not asked to: nothing
+    nbprof.load(path, progress=StderrLine(path.name, stream=quiet))
+    assert quiet.getvalue() == ""
+
+
+def test_a_long_load_in_a_notebook_shows_a_progress_bar(tmp_path, monkeypatch):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    from nbprof.chrome.progress import NotebookBar
+
+    path = write(tmp_path, events_text(3000))
+    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 4096)
+    bar = NotebookBar(path.name, delay_s=0)
+    load_in_chunks(path, monkeypatch, 8192, progress=bar)
+    assert isinstance(bar.bar, ipywidgets.FloatProgress)
+    assert bar.bar.value == bar.bar.max == path.stat().st_size
+    assert bar.bar.comm is None  # closed when the load ended
