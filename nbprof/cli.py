@@ -133,7 +133,10 @@ def _view(options) -> int:
     page = check_output(options.output, "the timeline page", "-o",
                         inputs=inputs)  # before a load that may take minutes
     source = options.trace[0] if len(options.trace) == 1 else options.trace
-    trace = load(source, max_bytes=options.max_size or DEFAULT_MAX_BYTES)
+    from .chrome.progress import StderrLine
+
+    trace = load(source, max_bytes=options.max_size or DEFAULT_MAX_BYTES,
+                 progress=StderrLine(source) if len(options.trace) == 1 else None)
     for note in trace.meta.get("notes") or ():  # what was repaired or left out, said once
         print(f"nbprof: note: {note}", file=sys.stderr)
     extra = {"max_embedded_events": None} if options.full else {}  # --full: no embedding budget

@@ -11,21 +11,23 @@ from __future__ import annotations
 
 import pathlib
 
-import numpy as np
 
 from .export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
 from .kineto import KinetoLoad
 from .loader import NbprofLoad, nbprof_block
-from .phases import INSTANT_PHASES, counter_events, instant_events, paired_begin_ends
+from .gather import Gatherer
+from .progress import reporting
 from .rawfile import DEFAULT_MAX_BYTES
-from .read import TraceFormatError, paused_gc, phase_rows, pick, read_trace, x_slices
+from .read import TraceFormatError, paused_gc
+from .stream import EventChunks
 from ..events import Trace
 
 __all__ = ["DEFAULT_MAX_BYTES", "TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict",
            "export_chrome_trace", "load"]
 
 
-def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True) -> Trace:
+def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
+         progress=None) -> Trace:
     """A Trace from a Chrome trace file (``.json`` or ``.json.gz``, gzip recognised by its
     bytes): nbprof's own exports and torch.profiler / Kineto traces. Raises
     :class:`TraceFormatError` (naming the file, and the first bad event) for what it cannot
@@ -39,7 +41,12 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True) -> Tra
     as in torch's own summaries. The loader module says how each link is found.
 
     ``max_bytes`` caps the uncompressed size read (8 GiB by default, per file), so that a gzip
-    bomb or a runaway file fails fast instead of filling memory.
+    bomb or a runaway file fails fast instead of filling memory. The file is read and parsed
+    in chunks (chrome/stream.py): its whole text is never in memory.
+
+    ``progress``: a callable that hears ``(bytes read, total bytes)`` of the file as it is
+    read; by default a load in a notebook shows a progress bar once it has taken a second
+    (``progress=False``: none). See chrome/progress.py.
 
     A list of paths, a folder or a glob loads every file as one rank of a job and merges them
     (:mod:`nbprof.ranks`: lanes by rank, clocks aligned unless ``align=False``); a ``.parquet``
@@ -52,29 +59,30 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True) -> Tra
         from ..columnar import read_parquet
 
         return read_parquet(path)
-    with paused_gc():
-        return _load(pathlib.Path(path), int(max_bytes))
+    path = pathlib.Path(path)
+    with paused_gc(), reporting(progress, path) as report:
+        return _load(path, int(max_bytes), report)
 
 
-def _load(path: pathlib.Path, max_bytes: int) -> Trace:
-    data, events, notes = read_trace(path, max_bytes)
+def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
+    chunks = EventChunks(path, max_bytes, progress)
+    gatherer = Gatherer(path)
+    for base, events in chunks:
+        gatherer.add(base, events)
+        del events  # each chunk's structs go before the next is parsed
+    found = gatherer.finish()
+    data, notes = chunks.data, chunks.notes_with(found.slices.args.repaired)
     block, block_problem = nbprof_block(data)
-    if not events and block is None:
+    if not found.events and block is None:
         raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")
-    rows = phase_rows(events)
-    pairs, pair_rows, unmatched = paired_begin_ends(events, rows["B"], rows["E"])
-    slices = x_slices(events, rows["X"], path, pairs, pair_rows)
-    metadata = pick(events, rows["M"])
-    flow_points = pick(events, np.concatenate([rows["s"], rows["f"]]))
-    instants = instant_events(events, np.sort(np.concatenate([rows[p] for p in INSTANT_PHASES])))
-    counters = counter_events(events, rows["C"])
-    skipped = len(events) - sum(map(len, rows.values()))
-    loader = NbprofLoad(block, slices) if block else KinetoLoad(data, slices, metadata)
+    loader = NbprofLoad(block, found.slices) if block else KinetoLoad(data, found.slices,
+                                                                       found.metadata)
     loader.path = path
     loader.notes += notes
     if block_problem:
         loader.notes.append(block_problem)
-    if unmatched:
-        loader.notes.append(f"{unmatched} B/E (begin/end) events found no partner on their "
-                            f"thread and were left out")
-    return loader.trace(flow_points, skipped=skipped, instants=instants, counters=counters)
+    if found.unmatched:
+        loader.notes.append(f"{found.unmatched} B/E (begin/end) events found no partner on "
+                            f"their thread and were left out")
+    return loader.trace(found.flows, skipped=found.skipped, instants=found.instants,
+                        counters=found.counters)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from itertools import repeat
 
 import numpy as np
 
-from .loader import (FLOW_CATEGORIES, GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load,
-                     category_flags, id_values, int_ids)
-from .read import canonical_id, hashable, pick
+from .args import MISSING
+from .loader import GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load, category_flags, int_ids
+from .read import canonical_id, hashable
 from ..events import KIND_OTHER, NO_ID, Trace
 
 
@@ -69,17 +68,14 @@ class KinetoLoad(Load):
             return self.pid_ids[pid]
         return super().counter_pid(pid)
 
-    def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows):
+    def launches(self, cpu_rows, gpu_rows, flows):
         """Per GPU row, the CPU row (index into cpu_rows) of the runtime call that launched it."""
-        runtime_rows = np.flatnonzero(self._runtime_mask(cpu_rows))
+        runtime = np.flatnonzero(self._runtime_mask(cpu_rows))
         # The last runtime call with a correlation wins, as Kineto writes one per launch.
-        by_correlation = dict(zip(id_values(pick(cpu_args, runtime_rows), "correlation"),
-                                  runtime_rows.tolist()))
-        by_correlation.pop(None, None)  # runtime calls without one
-        launch = np.fromiter(map(by_correlation.get, id_values(gpu_args, "correlation"),
-                                 repeat(NO_ID)), np.int32, len(gpu_args))
+        launch = _matches(self.slices.args.ids["correlation"], cpu_rows[runtime], runtime,
+                          gpu_rows, last_wins=True)
         if (launch == NO_ID).any():
-            self._link_by_external_id(launch, cpu_rows, cpu_args, gpu_args)
+            self._link_by_external_id(launch, cpu_rows, gpu_rows)
         if (launch == NO_ID).any() and flows:
             self._link_by_flows(launch, cpu_rows, gpu_rows, flows)
         unlinked = int((launch == NO_ID).sum())
@@ -119,18 +115,10 @@ class KinetoLoad(Load):
         reuse an id, so each f takes the earliest s of its id still open before it (kernels
         run in launch order). An f with several s open is counted as ambiguous in a note."""
         by_id = defaultdict(list)
-        unusable = 0
-        for event in flows:
-            if str(event.cat).lower() not in FLOW_CATEGORIES:
-                continue
-            at = _float(event.ts)
-            if at is None or not (hashable(event.id) and hashable(event.pid)
-                                  and hashable(event.tid)):
-                unusable += 1
-                continue
+        unusable = flows.unusable
+        for flow_id, is_end, where in flows.ends():
             # f after s on ties: a flow's ends can share a ts
-            by_id[event.id].append((at, event.ph == "f",
-                                    (canonical_id(event.pid), canonical_id(event.tid), at)))
+            by_id[flow_id].append((where[2], is_end, where))
         pairs, ambiguous = [], 0
         for ends in by_id.values():
             ends.sort(key=lambda end: (end[0], end[1]))
@@ -150,20 +138,15 @@ class KinetoLoad(Load):
                               f"may be the wrong launch")
         return pairs
 
-    def _link_by_external_id(self, launch, cpu_rows, cpu_args, gpu_args):
+    def _link_by_external_id(self, launch, cpu_rows, gpu_rows):
         # A GPU annotation (and a kernel whose runtime call is missing) shares its External id
         # with the CPU op or annotation it belongs to; runtime calls share it too: skip them.
         unlinked = np.flatnonzero(launch == NO_ID)
-        wanted = id_values(pick(gpu_args, unlinked), "External id")
-        if not any(value is not None for value in wanted):
-            return
         others = np.flatnonzero(~self._runtime_mask(cpu_rows))
-        # The first op or annotation with an External id wins (reversed: a dict keeps the last).
-        by_external = dict(zip(reversed(id_values(pick(cpu_args, others), "External id")),
-                               reversed(others.tolist())))
-        by_external.pop(None, None)
-        launch[unlinked] = np.fromiter(map(by_external.get, wanted, repeat(NO_ID)), np.int32,
-                                       len(wanted))
+        # The first op or annotation with an External id wins.
+        found = _matches(self.slices.args.ids["external_id"], cpu_rows[others], others,
+                         gpu_rows[unlinked], last_wins=False)
+        launch[unlinked] = found
 
     def _runtime_mask(self, cpu_rows) -> np.ndarray:
         """Which CPU rows are runtime/driver calls (cudaLaunchKernel, cuLaunchKernel, ...)."""
@@ -245,11 +228,30 @@ def _default_name(tid) -> str:
     return tid if isinstance(tid, str) else f"thread {tid}"
 
 
-def _float(value):
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
+def _matches(ids, from_rows, targets, wanted_rows, last_wins: bool) -> np.ndarray:
+    """For each of ``wanted_rows``, the target of the row among ``from_rows`` whose id (an
+    IdColumn of the args) equals its own, the last or the first such row; NO_ID where none.
+    Ints are matched in numpy; other ids (strings, floats) through a dict."""
+    keys, wanted = ids.ints(from_rows), ids.ints(wanted_rows)
+    valid = keys != MISSING
+    keys, found_targets = keys[valid], targets[valid]
+    if last_wins:
+        keys, found_targets = keys[::-1], found_targets[::-1]
+    unique, first = np.unique(keys, return_index=True)
+    at = np.minimum(np.searchsorted(unique, wanted), max(len(unique) - 1, 0))
+    hit = (wanted != MISSING) & (unique[at] == wanted) if len(unique) else \
+        np.zeros(len(wanted), bool)
+    out = np.where(hit, found_targets[first[at]] if len(unique) else NO_ID, NO_ID)
+    if ids.others:
+        by_other = {}
+        pairs = zip(from_rows.tolist(), targets.tolist())
+        for row, target in (reversed(list(pairs)) if not last_wins else pairs):
+            if row in ids.others:
+                by_other[ids.others[row]] = target
+        for at, row in enumerate(wanted_rows.tolist()):
+            if row in ids.others and ids.others[row] in by_other:
+                out[at] = by_other[ids.others[row]]
+    return out.astype(np.int32)
 
 
 def _sortable(value):

@@ -27,13 +27,13 @@ beyond the file's own float (a float64 near 1.7e15 µs resolves 0.25 µs).
 
 from __future__ import annotations
 
-from itertools import compress, repeat
-from operator import contains, methodcaller
+from itertools import compress
 
 import numpy as np
 
-from .export import FORMAT_VERSION, GPU_KIND_CATEGORY, SHAPES_KEY, STACK_KEY
-from .read import MAX_TIME_US, TraceFormatError, hashable, pick
+from .args import MISSING, LazyArgs
+from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
+from .read import MAX_TIME_US, Column, TraceFormatError, hashable, pick
 from ..events import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
 from ..nesting import nest
 
@@ -137,7 +137,7 @@ class Load:
         """Categories that come first in the table, in this order."""
         return []
 
-    def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows) -> np.ndarray:
+    def launches(self, cpu_rows, gpu_rows, flows) -> np.ndarray:
         """Per GPU row (in ``gpu_rows``' order), the launching event's index into ``cpu_rows``
         (the sorted CPU rows: the event ids), or NO_ID."""
         raise NotImplementedError
@@ -153,14 +153,19 @@ class Load:
         s = self.slices
         is_gpu = self.gpu_rows_mask()
         origin_us = self.origin_us()
-        relative_us = s.ts - origin_us
+        # In place where it can be: at millions of slices each temporary column is tens of MB.
+        relative_us = np.subtract(s.ts, origin_us)
         if len(s.ts) and not (relative_us.min() >= -MAX_TIME_US
                               and (relative_us + s.dur).max() <= MAX_TIME_US):
             raise TraceFormatError(f"{self.path}: its slices span more than {MAX_TIME_US:.3g} µs "
                                    f"(146 years), more than a trace's ns times hold; some ts "
                                    f"are wrong: fix or remove those events")
-        start_ns = np.rint(relative_us * 1000.0).astype(np.int64)
-        end_ns = start_ns + np.rint(s.dur * 1000.0).astype(np.int64)
+        relative_us *= 1000.0
+        start_ns = np.rint(relative_us, out=relative_us).astype(np.int64)
+        del relative_us
+        end_ns = s.dur * 1000.0
+        end_ns = np.rint(end_ns, out=end_ns).astype(np.int64)
+        end_ns += start_ns
         # Rows in the order a Trace keeps: CPU by start, the enclosing one first on ties (as
         # Trace.build sorts); GPU by start then end. Sorting here, before any per-row dict is
         # made, spares remapping those dicts afterwards.
@@ -175,9 +180,7 @@ class Load:
         thread_of_pair, threads = self.thread_table(distinct)
         thread = np.array(thread_of_pair, np.int32)[pair] if distinct else pair
         categories, category = self._category_column(s.cat.table, s.cat.codes[cpu_rows])
-        cpu_args, gpu_args = pick(s.args, cpu_rows), pick(s.args, gpu_rows)
-        launch = self.launches(cpu_rows, gpu_rows, cpu_args, gpu_args, flows)
-        event_args, shapes, stacks = _split_args(cpu_args)
+        launch = self.launches(cpu_rows, gpu_rows, flows)
         if skipped:
             self.notes.append(f"{skipped} events of phases nbprof does not read (async, object, "
                               f"sample, ...) were skipped")
@@ -187,15 +190,18 @@ class Load:
             start_ns=cpu_start, end_ns=cpu_end, thread=thread, name_id=s.name.codes[cpu_rows],
             category=category, depth=depth, parent=parent, self_ns=self_ns,
             gpu_start_ns=start_ns[gpu_rows], gpu_end_ns=end_ns[gpu_rows],
-            gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows, gpu_args),
-            gpu_stream=self.streams(gpu_rows, gpu_args), gpu_launch=launch,
+            gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows),
+            gpu_stream=self.streams(gpu_rows), gpu_launch=launch,
             gpu_kind=self.gpu_kinds(gpu_rows), names=s.name.table, threads=threads,
             categories=categories,
             instants=self._instants(instants, origin_us) if instants else None,
             counters=self._counters(counters, origin_us) if counters else (),
-            event_args=event_args, shapes=shapes, stacks=stacks,
-            gpu_args={row: args for row, args in enumerate(gpu_args) if args},
+            event_args=LazyArgs.of(s.args, cpu_rows, "args"),
+            shapes=LazyArgs.of(s.args, cpu_rows, "shapes"),
+            stacks=LazyArgs.of(s.args, cpu_rows, "stacks"),
+            gpu_args=LazyArgs.of(s.args, gpu_rows, "all"),
             meta=self.meta(round(origin_us * 1000)))
+        s.args.drop_ids()
         return self.finish(trace)
 
     def _in_range_ns(self, ts_us: np.ndarray, origin_us: float, what: str):
@@ -262,13 +268,27 @@ class Load:
                                 for c in self.slices.cat.table] or [KIND_OTHER], np.uint8)
         return kind_of_cat[self.slices.cat.codes[gpu_rows]]
 
-    def devices(self, gpu_rows, gpu_args) -> np.ndarray:
-        return _int_column(gpu_args, "device", self.slices.pid.values(gpu_rows))
+    def devices(self, gpu_rows) -> np.ndarray:
+        return self._int_column(gpu_rows, "device", self.slices.pid)
 
-    def streams(self, gpu_rows, gpu_args) -> np.ndarray:
+    def streams(self, gpu_rows) -> np.ndarray:
         # Kineto's stream ids are unsigned 32-bit (4294967295 for "no stream"): they wrap into
         # the int32 column (-1, as the file's own tid says), the args keep the original.
-        return _int_column(gpu_args, "stream", self.slices.tid.values(gpu_rows)).astype(np.int32)
+        return self._int_column(gpu_rows, "stream", self.slices.tid).astype(np.int32)
+
+    def _int_column(self, rows, key, fallback: Column) -> np.ndarray:
+        """``args[key]`` of each slice at ``rows`` as int64: the fallback column's value
+        where the args lack it, 0 for a value that is no int64 (a stream of 2^70)."""
+        ids = self.slices.args.ids[key]
+        values = ids.ints(rows)
+        missing = np.flatnonzero(values == MISSING)
+        if len(missing):
+            table = np.array([_as_int(value) for value in fallback.table] or [0], np.int64)
+            values[missing] = table[fallback.codes[rows[missing]]]
+            for at, row in zip(missing.tolist(), rows[missing].tolist()):
+                if row in ids.others:
+                    values[at] = _as_int(ids.others[row])
+        return values
 
 
 class NbprofLoad(Load):
@@ -305,7 +325,7 @@ class NbprofLoad(Load):
     def categories(self):
         return list(self.block.get("categories", []))
 
-    def launches(self, cpu_rows, gpu_rows, cpu_args, gpu_args, flows):
+    def launches(self, cpu_rows, gpu_rows, flows):
         # The block's ids are positions in the file's order (CPU slices, GPU slices); the rows
         # were sorted since: an export is already in order, but a file need not be.
         launch = self.block.get("gpu_launch")
@@ -362,35 +382,6 @@ def category_flags(table: list, categories) -> np.ndarray:
     return np.array([str(category).lower() in categories for category in table] or [False])
 
 
-def arg_values(args_list: list, key: str) -> list:
-    """``args[key]`` of each slice; None where it is absent or the args are not a dict."""
-    try:  # in C, when every slice has a dict of args (the only JSON value with a .get)
-        return list(map(methodcaller("get", key), args_list))
-    except AttributeError:
-        return [args.get(key) if isinstance(args, dict) else None for args in args_list]
-
-
-def id_values(args_list: list, key: str) -> list:
-    """:func:`arg_values` for an id (a correlation, an External id) used as a dict key: None
-    where it is a list or an object (no id a file means)."""
-    values = arg_values(args_list, key)
-    try:
-        set(values)  # in C: the usual case, every id a number
-    except TypeError:
-        return [value if hashable(value) else None for value in values]
-    return values
-
-
-def _int_column(args_list, key, fallback) -> np.ndarray:
-    """``args[key]`` of each slice as int64, ``fallback``'s value where the args lack it."""
-    values = [args.get(key, default) if isinstance(args, dict) else default
-              for args, default in zip(args_list, fallback)]
-    try:
-        return np.array(values, np.int64)
-    except (TypeError, ValueError, OverflowError):  # a string tid, a null: 0 for those
-        return np.array([_as_int(value) for value in values], np.int64)
-
-
 def _as_int(value) -> int:
     """An int column's value: 0 for what is no int, or no int64 (a stream of 2^70)."""
     try:
@@ -398,30 +389,6 @@ def _as_int(value) -> int:
     except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         return 0
     return value if _is_int(value) else 0
-
-
-def _split_args(args_list: list):
-    """event_args, shapes and stacks: shapes and stacks move out of the (dict) args."""
-    event_args = dict(compress(enumerate(args_list), args_list))  # the non-empty ones, in C
-    shapes = _pop_key(event_args, SHAPES_KEY)
-    stacks = {row: _stack(stack) for row, stack in _pop_key(event_args, STACK_KEY).items()}
-    if shapes or stacks:  # some args may hold nothing else
-        event_args = {row: args for row, args in event_args.items() if args}
-    return event_args, shapes, stacks
-
-
-def _pop_key(event_args: dict, key: str) -> dict:
-    """``key``'s value in each row's args that are a dict holding it, popped from them."""
-    try:  # in C: map/contains instead of a comprehension
-        rows = list(compress(event_args, map(contains, event_args.values(), repeat(key))))
-    except TypeError:  # args that are a number: not a container
-        rows = [row for row, args in event_args.items() if isinstance(args, dict) and key in args]
-    # A string or a list "contains" the key's text too; only a dict holds it as a key.
-    return {row: event_args[row].pop(key) for row in rows if isinstance(event_args[row], dict)}
-
-
-def _stack(value) -> tuple:
-    return tuple(value) if isinstance(value, list) else (str(value),)
 
 
 def int_ids(values: list) -> dict:

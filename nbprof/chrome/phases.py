@@ -16,16 +16,18 @@ from .read import Event, canonical_id, hashable, number_or_nan, pick
 INSTANT_PHASES = ("i", "I", "n")
 
 
-def paired_begin_ends(events, begin_rows, end_rows) -> tuple[list, list, int]:
+def paired_begin_ends(events, begin_rows, end_rows, file_rows=None) -> tuple[list, list, int]:
     """B/E pairs as X-like events (ts of the B, dur to its E, the two args merged), with each
     pair's B's index in the file; and how many B or E found no partner.
 
     Pairs are made per (pid, tid) as a stack, in time order (file order on ties), as Chrome's
-    viewer does: an E closes the innermost B still open on its thread."""
+    viewer does: an E closes the innermost B still open on its thread. ``file_rows``, if given,
+    is each event's index in the file (else its index in ``events``)."""
     points = []
     unmatched = 0
     for kind, rows in (("B", begin_rows), ("E", end_rows)):
         for row, event in zip(rows.tolist(), pick(events, rows)):
+            row = row if file_rows is None else file_rows[row]
             ts = number_or_nan(event.ts)
             if not (math.isfinite(ts) and hashable(event.pid) and hashable(event.tid)):
                 unmatched += 1

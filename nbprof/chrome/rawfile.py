@@ -22,7 +22,7 @@ DEFAULT_MAX_BYTES = 8 << 30
 # Leading whitespace tolerated before the first '{' or '[': past this the file is no trace
 # (a gzip of gigabytes of spaces took 70 s and 8.5 GB before it was refused).
 MAX_LEADING_WHITESPACE = 1 << 20
-_READ_CHUNK = 1 << 22  # compressed bytes read at a time
+_READ_CHUNK = 1 << 21  # bytes read (and gunzipped) at a time
 
 
 class TraceFormatError(ValueError):
@@ -40,6 +40,13 @@ def size_text(count: int) -> str:
 def read_file_bytes(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
     """A regular file's bytes, gunzipped when they start with gzip's magic bytes, with a UTF-8
     byte order mark dropped; TraceFormatError for anything else or anything too big."""
+    return b"".join(file_pieces(path, max_bytes))
+
+
+def file_pieces(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES, progress=None):
+    """:func:`read_file_bytes`' bytes, a few MiB at a time (the loader parses them as they
+    come, so the whole text is never in memory). ``progress(done, total)`` hears the file's
+    own (compressed) bytes read so far after each read."""
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -58,22 +65,51 @@ def read_file_bytes(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES) -> b
         raise TraceFormatError(f"{path}: is {kind}, not a trace file; nbprof reads regular "
                                f".json or .json.gz files (save the stream to a file first)")
     with os.fdopen(fd, "rb") as stream:
+        def read(size):
+            piece = stream.read(size)
+            if progress is not None:
+                progress(stream.tell(), info.st_size)
+            return piece
+
         try:
-            head = stream.read(2)
+            head = read(2)
             if head == GZIP_MAGIC:
-                raw = _gunzip(stream, head, path, max_bytes)
+                pieces = _gunzip(read, head, path, max_bytes)
             else:
                 if info.st_size > max_bytes:
                     raise TraceFormatError(_too_big(path, info.st_size, max_bytes))
-                raw = head + stream.read(max_bytes - len(head) + 1)  # it may be growing
-                if len(raw) > max_bytes:
-                    raise TraceFormatError(_too_big(path, len(raw), max_bytes))
+                pieces = _plain(read, head, path, max_bytes)
+            yield from _checked(pieces, path)
         except OSError as error:
             raise TraceFormatError(f"{path}: cannot read it ({error.strerror})") from error
-    if raw[:3] == UTF8_BOM:  # Windows tools write one; JSON forbids it, readers skip it
-        raw = raw[3:]
-    _check_start(raw, path)
-    return raw
+
+
+def _plain(read, head: bytes, path, max_bytes: int):
+    total, piece = 0, head + read(_READ_CHUNK)
+    while piece:
+        total += len(piece)
+        if total > max_bytes:  # it may be growing
+            raise TraceFormatError(_too_big(path, total, max_bytes))
+        yield piece
+        piece = read(_READ_CHUNK)
+
+
+def _checked(pieces, path):
+    """The pieces with a leading byte order mark dropped, after the first bytes showed the
+    text starts like JSON (refused at once otherwise)."""
+    pending = b""
+    for piece in pieces:
+        pending += piece
+        start = pending[3:] if pending[:3] == UTF8_BOM else pending
+        if start.lstrip() or len(pending) > MAX_LEADING_WHITESPACE + len(UTF8_BOM):
+            break
+    else:
+        _check_start(pending, path)  # empty or whitespace only: raises
+    _check_start(pending, path)
+    if pending[:3] == UTF8_BOM:  # Windows tools write one; JSON forbids it, readers skip it
+        pending = pending[3:]
+    yield pending
+    yield from pieces
 
 
 def _too_big(path, size, max_bytes) -> str:
@@ -82,25 +118,20 @@ def _too_big(path, size, max_bytes) -> str:
             f"or `nbprof view --max-size`")
 
 
-def _gunzip(stream, head: bytes, path, max_bytes: int) -> bytes:
-    """The gzip stream (all its members) decompressed, stopping as soon as it passes
-    ``max_bytes`` or its first megabyte shows it is no JSON."""
-    pieces, total = [], 0
+def _gunzip(read, head: bytes, path, max_bytes: int):
+    """The gzip stream (all its members) decompressed a piece at a time, stopping as soon as
+    it passes ``max_bytes``."""
+    total = 0
     decompressor = zlib.decompressobj(31)
-    pending = head + stream.read(_READ_CHUNK)
-    checked = False
+    pending = head + read(_READ_CHUNK)
     try:
         while pending:
-            # First only as much as shows whether this is JSON; then the rest in one call.
-            limit = MAX_LEADING_WHITESPACE + 1 - total if not checked else max_bytes + 1 - total
-            piece = decompressor.decompress(pending, max(limit, 1))
+            piece = decompressor.decompress(pending, _READ_CHUNK)
             total += len(piece)
-            pieces.append(piece)
             if total > max_bytes:
                 raise TraceFormatError(_too_big(path, total, max_bytes))
-            if not checked and (total > MAX_LEADING_WHITESPACE or decompressor.eof):
-                _check_start(b"".join(pieces), path)
-                checked = True
+            if piece:
+                yield piece
             if decompressor.unconsumed_tail:
                 pending = decompressor.unconsumed_tail
             elif decompressor.eof and decompressor.unused_data.strip(b"\0"):
@@ -110,13 +141,12 @@ def _gunzip(stream, head: bytes, path, max_bytes: int) -> bytes:
             elif decompressor.eof:
                 break
             else:
-                pending = stream.read(_READ_CHUNK)
+                pending = read(_READ_CHUNK)
         if not decompressor.eof:
             raise zlib.error("the gzip stream ends early")
     except zlib.error as error:
         raise TraceFormatError(f"{path}: the gzip data is truncated or corrupt ({error}); "
                                f"copy or download the file again") from None
-    return b"".join(pieces)
 
 
 def _check_start(raw: bytes, path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import pathlib
 import re
 from dataclasses import dataclass
@@ -54,17 +55,20 @@ class Event(msgspec.Struct, gc=False):
     tid: Any = None
     ts: Any = None
     dur: Any = None
-    args: Any = None
+    args: msgspec.Raw = msgspec.Raw(b"")  # kept undecoded: see args.py; empty if absent
     id: Any = None
     s: Any = None  # an instant event's scope: "t" (thread, the default), "p" or "g"
 
 
 _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_EVENTS = msgspec.json.Decoder(list[Event])
+EVENTS_DECODER = msgspec.json.Decoder(list[Event])
 _NOT_JSON = ("not valid JSON ({error}); a Chrome trace is a JSON object with a 'traceEvents' "
              "list (or a JSON list of events)")
 _NO_EVENTS = ("no 'traceEvents' list in this JSON; it is not a Chrome trace (export one with "
               "torch.profiler or nbprof)")
+UTF8_NOTE = "{count} invalid UTF-8 sequences in the file's text were replaced by U+FFFD"
+SURROGATE_NOTE = ("{count} lone UTF-16 surrogate escapes (\\ud800 ...) in the file's text were "
+                  "replaced by U+FFFD")
 
 
 def read_json(path, max_bytes: int = DEFAULT_MAX_BYTES) -> object:
@@ -78,17 +82,38 @@ def read_json(path, max_bytes: int = DEFAULT_MAX_BYTES) -> object:
         raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
 
 
-def read_trace(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict, list, list]:
+def read_trace(path, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[dict, list, list]:
+    """The whole file parsed at once (the loader streams instead: stream.py); for
+    bench_chrome's parse-only figure."""
+    path = pathlib.Path(path)
+    return decode_text(read_file_bytes(path, max_bytes), path)
+
+
+def decode_text(raw: bytes, path, base: int = 0, byte_base: int = 0) -> tuple[dict, list, list]:
     """The top-level fields other than traceEvents (as plain JSON values), the events, and
-    notes on what had to be repaired to read them (invalid UTF-8, a cut-off end, ...)."""
-    raw = read_file_bytes(path, max_bytes)
+    notes on what had to be repaired to read them (invalid UTF-8, a cut-off end, ...).
+    ``raw`` may be the last part of a file read in chunks (stream.py): ``base`` events and
+    ``byte_base`` bytes came before it, for the messages."""
     try:
-        return (*_decode(raw, path), [])
+        return (*_decode(raw, path, base), [])
     except (msgspec.DecodeError, RecursionError) as error:
-        return _repaired(raw, path, error)
+        return _repaired(raw, path, error, base, byte_base)
 
 
-def _decode(raw: bytes, path) -> tuple[dict, list]:
+def decode_events(text: bytes, path, base: int = 0) -> list:
+    """A JSON list of events; TraceFormatError for one that is not an object (its index
+    counted from ``base``)."""
+    try:
+        return EVENTS_DECODER.decode(text)
+    except msgspec.ValidationError as error:
+        at = re.search(r"\$\[(\d+)\]", str(error))
+        if at is None:
+            raise TraceFormatError(f"{path}: {_NO_EVENTS}") from None
+        raise TraceFormatError(f"{path}: event {base + int(at.group(1))} is not a JSON object "
+                               f"({error}); fix or remove it") from None
+
+
+def _decode(raw: bytes, path, base: int = 0) -> tuple[dict, list]:
     try:
         top = _TOP_LEVEL.decode(raw)
     except msgspec.ValidationError:  # not an object: maybe the bare list form
@@ -97,18 +122,11 @@ def _decode(raw: bytes, path) -> tuple[dict, list]:
         if "traceEvents" not in top:
             raise TraceFormatError(f"{path}: {_NO_EVENTS}")
         events_json = top.pop("traceEvents")
-    try:
-        events = _EVENTS.decode(events_json)
-    except msgspec.ValidationError as error:
-        at = re.search(r"\$\[(\d+)\]", str(error))
-        if at is None:
-            raise TraceFormatError(f"{path}: {_NO_EVENTS}") from None
-        raise TraceFormatError(f"{path}: event {at.group(1)} is not a JSON object ({error}); "
-                               f"fix or remove it") from None
+    events = decode_events(events_json, path, base)
     return {key: msgspec.json.decode(value) for key, value in top.items()}, events
 
 
-def _repaired(raw: bytes, path, error) -> tuple[dict, list, list]:
+def _repaired(raw: bytes, path, error, base=0, byte_base=0) -> tuple[dict, list, list]:
     """The slow path, after the fast parse failed: the repairs a damaged file allows, each
     said in a note, or one TraceFormatError saying what is wrong."""
     notes = []
@@ -124,36 +142,34 @@ def _repaired(raw: bytes, path, error) -> tuple[dict, list, list]:
             end = int(trailing.group(1))
             end = max(raw.rfind(b"]", 0, end), raw.rfind(b"}", 0, end)) + 1
             notes.append(f"the file has {size_text(len(raw) - end)} of text after its JSON "
-                         f"(from byte {end}): ignored")
+                         f"(from byte {byte_base + end}): ignored")
             raw = raw[:end]
         elif "UTF-8" in message and not any("UTF-8" in note for note in notes):
             raw, count = without_bad_utf8(raw)
-            notes.append(f"{count} invalid UTF-8 sequences in the file's text were replaced "
-                         f"by U+FFFD")
+            notes.append(UTF8_NOTE.format(count=count))
         elif "escape" in message or "surrogate" in message:
             raw, count = without_lone_surrogates(raw)
             if not count or any("surrogate" in note for note in notes):
                 break
-            notes.append(f"{count} lone UTF-16 surrogate escapes (\\ud800 ...) in the file's "
-                         f"text were replaced by U+FFFD")
+            notes.append(SURROGATE_NOTE.format(count=count))
         else:
-            return _closed(raw, path, error, notes)
+            return _closed(raw, path, error, notes, base)
         try:
-            return (*_decode(raw, path), notes)
+            return (*_decode(raw, path, base), notes)
         except (msgspec.DecodeError, RecursionError) as again:
             error = again
     raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
 
 
-def _closed(raw: bytes, path, error, notes) -> tuple[dict, list, list]:
+def _closed(raw: bytes, path, error, notes, base=0) -> tuple[dict, list, list]:
     """A trace cut off while it was written, read up to its last whole event."""
     for text, what in closed_arrays(raw):
         try:
-            data, events = _decode(text, path)
+            data, events = _decode(text, path, base)
         except (msgspec.DecodeError, RecursionError, TraceFormatError):
             continue
-        notes.append(f"the file {what}: the {len(events):,} whole events before the cut were "
-                     f"loaded")
+        notes.append(f"the file {what}: the {base + len(events):,} whole events before the cut "
+                     f"were loaded")
         return data, events, notes
     raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
 
@@ -210,15 +226,14 @@ class Slices:
     args: list  # dict (or whatever the file holds) or None
 
 
-def x_slices(events, x_rows: np.ndarray, path, extra=(), extra_rows=()) -> Slices:
-    """The columns of the X events at ``x_rows``, then of the ``extra`` X-like events (B/E
-    pairs, found at ``extra_rows`` in the file); TraceFormatError for the first one missing a
-    field, with a non-numeric or out-of-range ts/dur, or with a negative duration. Names
-    become strings and pids/tids one value each for 1, 1.0 and "1" (see canonical_id)."""
+def x_slices(events, x_rows: np.ndarray, path, positions=None) -> Slices:
+    """The columns of the X (or X-like: B/E pairs) events at ``x_rows``; TraceFormatError for
+    the first one missing a field, with a non-numeric or out-of-range ts/dur, or with a
+    negative duration, naming its index in the file (``positions``, else ``x_rows``). Names
+    become strings and pids/tids one value each for 1, 1.0 and "1" (see canonical_id). The
+    args stay as the file's text (msgspec.Raw)."""
     xs = pick(events, x_rows)
-    if len(extra):
-        xs += extra
-        x_rows = np.concatenate([x_rows, np.asarray(extra_rows, np.int64)])
+    x_rows = x_rows if positions is None else positions
 
     def fail(position, problem):
         raise TraceFormatError(f"{path}: event {x_rows[position]} ({xs[position].ph} "
@@ -238,7 +253,7 @@ def x_slices(events, x_rows: np.ndarray, path, extra=(), extra_rows=()) -> Slice
         column = columns[field]
         if None in column.table:
             fail(int(np.argmax(column.codes == column.table.index(None))), f"has no {field!r}")
-    numbers = {field: _floats(xs, field) for field in ("ts", "dur")}
+    numbers = {field: floats(xs, field) for field in ("ts", "dur")}
     for field, values in numbers.items():
         bad = np.flatnonzero(~(np.abs(values) <= MAX_TIME_US))  # NaN too
         if len(bad):
@@ -256,14 +271,22 @@ def x_slices(events, x_rows: np.ndarray, path, extra=(), extra_rows=()) -> Slice
                   ts=numbers["ts"], dur=numbers["dur"], args=list(map(attrgetter("args"), xs)))
 
 
+_NUMBER_TEXT = re.compile(r"\s*-?\d+(\.\d+)?([eE][-+]?\d+)?\s*")
+
+
 def canonical_id(value):
-    """One value for the ways a file spells a pid or tid: 1, 1.0 and "1" are all 1 (they
-    would otherwise be two lanes with one label); ints beyond int64 become their text."""
+    """One value for the ways a file spells a pid or tid: 1, 1.0, "1" and "1.0" are all 1,
+    1.5 and "1.5" both 1.5. They are one process to the user (Chrome's viewer keys processes
+    by the value's text, so it shows one) and would otherwise be two lanes with one label.
+    Ints beyond int64 become their text."""
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value):
+        if value.strip().lstrip("-").isdigit():
+            value = int(value)
+        elif math.isfinite(float(value)):
+            value = float(value)
     if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value)
     if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
         return str(value)
@@ -312,7 +335,7 @@ def hashable(value) -> bool:
     return True
 
 
-def _floats(xs: list, field: str) -> np.ndarray:
+def floats(xs: list, field: str) -> np.ndarray:
     """The field of each slice as float64; NaN where it is not a number."""
     try:
         return np.fromiter(map(attrgetter(field), xs), np.float64, len(xs))

@@ -220,6 +220,16 @@ def test_pid_1_and_pid_string_1_are_one_lane(tmp_path):
     assert len(Timeline(trace).lanes) == 1
 
 
+def test_a_pid_spelled_as_a_number_and_as_its_text_is_one_lane(tmp_path):
+    # 1.5 and "1.5", "2.0" and 2: one process each, as Chrome's viewer shows them
+    trace = nbprof.load(write(tmp_path, doc([
+        x(pid=1.5, tid=1), x(pid="1.5", tid=1, ts=2), x(pid="2.0", tid="1", ts=4),
+        x(pid=2, tid=1, ts=6), x(pid="1e400", tid=1, ts=8)])))
+    lanes = Timeline(trace).lanes
+    assert len(trace.threads) == 3 and len(lanes) == 3
+    assert len(set(lanes)) == 3  # and no two lanes share a label
+
+
 # -- limits: what is no regular file, too big, or clearly no trace -------------------------
 
 def test_dev_zero_and_a_directory_are_refused(tmp_path):

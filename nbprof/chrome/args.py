@@ -1,0 +1,340 @@
+"""The X slices' args, kept as compressed JSON text and decoded only when a row is asked for.
+
+A Kineto file's args are a quarter of its text, and a dict per slice costs ~250 bytes: kept as
+Python dicts they were most of a big load's memory. Here each chunk's args texts are joined
+and compressed (LZ4 through pyarrow, ~5x on Kineto's args, ~450 MB/s; zlib where pyarrow is
+missing), with one offset per slice. What the loader itself needs from the args (correlation,
+External id, device, stream, and whether shapes or a stack are there) is read per chunk into
+sparse int columns. ``trace.event_args``, ``gpu_args``, ``shapes`` and ``stacks`` are then
+:class:`LazyArgs` mappings over that text: row -> value, decoded on access (a block at a time,
+the last one cached), so a load keeps no Python object per event.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Mapping
+from itertools import repeat
+from operator import attrgetter, is_not
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .export import SHAPES_KEY, STACK_KEY
+from .rawfile import without_bad_utf8, without_lone_surrogates
+from .read import pick
+
+MISSING = np.iinfo(np.int64).min  # no such key in the args (or a value no id can be)
+_FALSY = (b"{}", b"[]", b'""', b"0", b"null", b"false")
+
+
+class KnownArgs(msgspec.Struct, gc=False):
+    correlation: Any = None
+    external_id: Any = msgspec.field(default=None, name="External id")
+    device: Any = None
+    stream: Any = None
+    shapes: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name=SHAPES_KEY)
+    stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name=STACK_KEY)
+
+
+_KNOWN = msgspec.json.Decoder(list[KnownArgs | None])
+_KNOWN_ONE = msgspec.json.Decoder(KnownArgs)
+_ONLY_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+ID_KEYS = ("correlation", "external_id", "device", "stream")
+
+
+def _codec():
+    try:
+        import pyarrow as pa
+    except ImportError:  # pyarrow is optional: zlib's fastest level, ~6x slower
+        return (lambda data: zlib.compress(data, 1)), (lambda data, size: zlib.decompress(data))
+    return (lambda data: pa.compress(data, codec="lz4", asbytes=True),
+            lambda data, size: pa.decompress(data, size, codec="lz4", asbytes=True))
+
+
+class IdColumn:
+    """One arg's value for the slices that have it: ints in numpy, anything else hashable
+    (a string, a float, an int past int64) in ``others``; lists and objects are no id."""
+
+    def __init__(self):
+        self._rows, self._values, self.others = [], [], {}
+
+    def append(self, rows: np.ndarray, values: list) -> None:
+        present = np.flatnonzero(np.fromiter(map(is_not, values, repeat(None)), bool,
+                                             len(values)))
+        if not len(present):
+            return
+        values = pick(values, present)
+        rows = rows[present]
+        if set(map(type, values)) == {int}:
+            try:
+                self._rows.append(rows)
+                self._values.append(np.array(values, np.int64))
+                return
+            except OverflowError:
+                self._rows.pop()
+        ints, int_rows = [], []
+        for row, value in zip(rows.tolist(), values):
+            if type(value) is int and -(1 << 63) < value < 1 << 63:
+                ints.append(value)
+                int_rows.append(row)
+            elif not isinstance(value, (list, dict)):
+                self.others[row] = value
+        self._rows.append(np.array(int_rows, np.int64))
+        self._values.append(np.array(ints, np.int64))
+
+    def finish(self) -> None:
+        # int32 where every value fits (ids and rows usually do): a third of a big load's
+        # memory is these columns
+        def joined(parts):
+            if not parts:
+                return np.zeros(0, np.int32)
+            small = all(len(part) == 0 or (part.min() > np.iinfo(np.int32).min
+                                           and part.max() <= np.iinfo(np.int32).max)
+                        for part in parts)
+            return np.concatenate(parts).astype(np.int32 if small else np.int64, copy=False)
+
+        self.rows, self.values = joined(self._rows), joined(self._values)
+        del self._rows, self._values  # rows come in order: already sorted
+
+    def ints(self, rows: np.ndarray) -> np.ndarray:
+        """The int value at each of ``rows`` (X slice indices); MISSING where none."""
+        at = np.searchsorted(self.rows, rows)
+        at_clipped = np.minimum(at, max(len(self.rows) - 1, 0))
+        found = (at < len(self.rows)) & (self.rows[at_clipped] == rows) if len(self.rows) else \
+            np.zeros(len(rows), bool)
+        return np.where(found, self.values[at_clipped].astype(np.int64) if len(self.rows)
+                        else MISSING, MISSING)
+
+    def lookup_values(self, rows: np.ndarray) -> list:
+        """Python values (None where absent), as id_values gave them: for small row sets."""
+        ints = self.ints(rows).tolist()
+        return [self.others.get(row) if value == MISSING else value
+                for row, value in zip(rows.tolist(), ints)]
+
+
+class ArgsStore:
+    """The args of every X slice, in file order (slice i's text: ``offsets[i]:offsets[i+1]``
+    of the uncompressed concatenation of the blocks)."""
+
+    def __init__(self):
+        self._compress, self._decompress = _codec()
+        self.blocks, self.block_starts, self.block_sizes = [], [0], []
+        self._lengths = []
+        self.ids = {key: IdColumn() for key in ID_KEYS}
+        self._shapes, self._stacks, self._only_split = [], [], []
+        self.count = 0
+        self._cache = (None, None)
+        self.repaired = {"utf8": 0, "surrogates": 0}
+
+    def append(self, raws: list) -> None:
+        """The args (msgspec.Raw, empty where absent) of the next slices."""
+        base = self.count
+        lengths = np.fromiter(map(len, raws), np.int32, len(raws))
+        for index in np.flatnonzero((lengths > 0) & (lengths <= 8)).tolist():
+            if bytes(raws[index]).replace(b" ", b"") in _FALSY:
+                lengths[index] = 0  # empty args are no args, as before
+        present = np.flatnonzero(lengths).tolist()
+        texts = [raws[index] for index in present]
+        self.count += len(raws)
+        self._lengths.append(lengths)
+        if not texts:
+            return
+        blob = b"".join(texts)
+        if not blob.isascii() or b"\\ud" in blob or b"\\uD" in blob:
+            texts = list(map(self._repaired, texts))
+            lengths[present] = list(map(len, texts))
+            blob = b"".join(texts)
+        self.blocks.append(self._compress(blob))
+        self.block_sizes.append(len(blob))
+        self.block_starts.append(self.block_starts[-1] + len(blob))
+        try:
+            known = _KNOWN.decode(b"[" + b",".join(texts) + b"]")
+        except msgspec.ValidationError:  # some args are no object (a number, a list)
+            known = [_known_one(text) for text in texts]
+        except (msgspec.DecodeError, RecursionError):
+            known = [_known_one(text) for text in texts]
+        rows = np.array(present, np.int64) + base
+        known_rows = np.flatnonzero(np.fromiter(map(is_not, known, repeat(None)), bool,
+                                                len(known)))
+        objects = pick(known, known_rows)
+        object_rows = rows[known_rows]
+        for key in ID_KEYS:
+            self.ids[key].append(object_rows, list(map(attrgetter(key), objects)))
+        shapes = np.fromiter(map(len, map(attrgetter("shapes"), objects)), np.int64,
+                             len(objects)) > 0
+        stacks = np.fromiter(map(len, map(attrgetter("stack"), objects)), np.int64,
+                             len(objects)) > 0
+        self._shapes.append(object_rows[shapes])
+        self._stacks.append(object_rows[stacks])
+        split = np.flatnonzero(shapes | stacks)
+        only = [index for index in split.tolist()
+                if set(_ONLY_KEYS.decode(texts[known_rows[index]])) <= {SHAPES_KEY, STACK_KEY}]
+        self._only_split.append(object_rows[only])
+
+    def _repaired(self, text):
+        """One args text as the repairs of a whole file leave it (read.py): invalid UTF-8 and
+        lone surrogate escapes made U+FFFD, counted for the notes. msgspec kept the args
+        unparsed (Raw), so it has not checked them."""
+        text = bytes(text)
+        if not text.isascii():
+            text, count = without_bad_utf8(text)
+            self.repaired["utf8"] += count
+        if b"\\ud" in text or b"\\uD" in text:
+            text, count = without_lone_surrogates(text)
+            self.repaired["surrogates"] += count
+        return text
+
+    def finish(self) -> None:
+        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
+        self.offsets = np.zeros(len(lengths) + 1, np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+        self.block_starts = np.array(self.block_starts, np.int64)
+        for column in self.ids.values():
+            column.finish()
+
+        def rows(parts):
+            return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+        self.shape_rows, self.stack_rows = rows(self._shapes), rows(self._stacks)
+        self.only_split_rows = rows(self._only_split)
+        del self._lengths, self._shapes, self._stacks, self._only_split
+
+    def drop_ids(self) -> None:
+        """The loader has read what it needs from the args' ids: free them."""
+        self.ids = None
+
+    def has_args(self, slots: np.ndarray) -> np.ndarray:
+        return self.offsets[slots + 1] > self.offsets[slots]
+
+    def value(self, slot: int):
+        start, end = int(self.offsets[slot]), int(self.offsets[slot + 1])
+        block = int(np.searchsorted(self.block_starts, start, side="right")) - 1
+        cached_block, text = self._cache
+        if cached_block != block:
+            text = self._decompress(self.blocks[block], self.block_sizes[block])
+            self._cache = (block, text)
+        first = int(self.block_starts[block])
+        return decode_value(text[start - first:end - first])
+
+
+def decode_value(text):
+    """A JSON value from args kept as text. A number beyond a float's range (1e400: valid
+    JSON, which msgspec refuses) becomes None, so that what loaded also exports."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.ValidationError:
+        return json.loads(bytes(text), parse_float=_finite_or_none,
+                          parse_constant=lambda _name: None)
+    except msgspec.DecodeError:  # a rare event's args: not repaired on the way in
+        text, _count = without_bad_utf8(bytes(text))
+        return decode_value(without_lone_surrogates(text)[0])
+
+
+def _finite_or_none(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+def _known_one(text):
+    try:
+        return _KNOWN_ONE.decode(text)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _stack(value) -> tuple:
+    return tuple(value) if isinstance(value, list) else (str(value),)
+
+
+def _args_only(value):
+    if isinstance(value, dict) and (SHAPES_KEY in value or STACK_KEY in value):
+        return {key: item for key, item in value.items() if key not in (SHAPES_KEY, STACK_KEY)}
+    return value
+
+
+# What each mapping hands out from a slice's args.
+VIEWS = {"args": _args_only, "all": lambda value: value,
+         "shapes": lambda value: value[SHAPES_KEY], "stacks": lambda value: _stack(value[STACK_KEY])}
+
+
+class LazyArgs(Mapping):
+    """row -> a value from the args of slice ``slots[i]`` for ``rows[i]`` (rows sorted), decoded
+    when asked for; ``view`` (a key of VIEWS) says which value."""
+
+    def __init__(self, rows: np.ndarray, slots: np.ndarray, stores: list, store_of, view: str):
+        self._rows, self._slots, self._stores = rows, slots, stores
+        self._store_of, self._view = store_of, view  # store_of: None (one store) or per row
+
+    @classmethod
+    def of(cls, store: ArgsStore, slots_by_row: np.ndarray, view: str) -> "LazyArgs":
+        """The mapping for a Trace whose row r is slice ``slots_by_row[r]``."""
+        keep = store.has_args(slots_by_row)
+        if view == "shapes":
+            keep &= np.isin(slots_by_row, store.shape_rows)
+        elif view == "stacks":
+            keep &= np.isin(slots_by_row, store.stack_rows)
+        elif view == "args" and len(store.only_split_rows):
+            keep &= ~np.isin(slots_by_row, store.only_split_rows)
+        rows = np.flatnonzero(keep)
+        small = np.int32 if len(slots_by_row) < 1 << 31 else np.int64
+        return cls(rows.astype(small), slots_by_row[rows].astype(small), [store], None, view)
+
+    def __len__(self):
+        return len(self._rows)
+
+    def __iter__(self):
+        return iter(self._rows.tolist())
+
+    def _position(self, row) -> int:
+        try:
+            row = int(row)
+        except (TypeError, ValueError):
+            return -1
+        at = int(np.searchsorted(self._rows, row)) if -1 < row < 1 << 62 else len(self._rows)
+        return at if at < len(self._rows) and self._rows[at] == row else -1
+
+    def __getitem__(self, row):
+        at = self._position(row)
+        if at < 0:
+            raise KeyError(row)
+        store = self._stores[0 if self._store_of is None else int(self._store_of[at])]
+        return VIEWS[self._view](store.value(int(self._slots[at])))
+
+    def __contains__(self, row):
+        return self._position(row) >= 0
+
+    def values(self):
+        """Every value, in row order; decoded in the file's order, so that each compressed
+        block is decompressed once (rows sorted by time visit the blocks back and forth)."""
+        out = [None] * len(self._rows)
+        view = VIEWS[self._view]
+        store_of = np.zeros(len(self._rows), np.int32) if self._store_of is None \
+            else self._store_of
+        for order in np.lexsort((self._slots, store_of)).tolist():
+            store = self._stores[int(store_of[order])]
+            out[order] = view(store.value(int(self._slots[order])))
+        return out
+
+    def items(self):
+        return list(zip(self, self.values()))
+
+    @classmethod
+    def combined(cls, parts: list, new_rows: np.ndarray) -> "LazyArgs | None":
+        """Several as one (see nbprof.ranks.combine_sparse), still undecoded."""
+        views = {part._view for part, _base in parts}
+        if len(views) != 1:
+            return None
+        stores, store_of = [], []
+        for part, _base in parts:
+            first = len(stores)
+            stores += part._stores
+            store_of.append(np.full(len(part._rows), first, np.int32) if part._store_of is None
+                            else part._store_of + first)
+        rows = new_rows[np.concatenate([part._rows + base for part, base in parts])]
+        order = np.argsort(rows, kind="stable")
+        return cls(rows[order], np.concatenate([part._slots for part, _b in parts])[order],
+                   stores, np.concatenate(store_of)[order], views.pop())

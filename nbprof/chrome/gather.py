@@ -1,0 +1,188 @@
+"""Chunks of events -> the loader's inputs, growing column by column (no object per event kept).
+
+Per chunk (stream.EventChunks): the X slices' fields are interned into tables that grow over
+the whole file, their ts and dur appended as float arrays, their args handed to the
+compressed args store (args.py); flow ends (s/f of the ac2g categories) become columns too.
+The rare phases (metadata, B/E, instants, counters) keep their events or samples: a file has
+few. Every error names the event's index over the whole file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import compress, count, repeat
+from operator import attrgetter, is_not
+
+import msgspec
+import numpy as np
+
+from .args import ArgsStore, IdColumn, decode_value
+from .phases import (INSTANT_PHASES, RawCounters, RawInstants, counter_events, instant_events,
+                     paired_begin_ends)
+from .read import (Column, Slices, floats, canonical_id, hashable, phase_rows, pick,
+                   x_slices)
+
+FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
+_SLICE_FIELDS = ("name", "cat", "pid", "tid")
+
+
+class FlowEnds:
+    """The ac2g flows' s and f events, column-wise: id, pid, tid, ts, and which end."""
+
+    def __init__(self):
+        self.ids = IdColumn()
+        self.places: dict = {}  # (pid, tid) as the file spells them -> code
+        self._place, self._ts, self._is_end = [], [], []
+        self.count = 0
+        self.unusable = 0
+
+    def add(self, events: list) -> None:
+        # In C where it can be (map/attrgetter): a Kineto file's flows are a third of its events.
+        cats = list(map(attrgetter("cat"), events))
+        try:
+            flagged = {cat: str(cat).lower() in FLOW_CATEGORIES for cat in set(cats)}
+        except TypeError:  # a list as cat: no flow category
+            cats = [cat if hashable(cat) else None for cat in cats]
+            flagged = {cat: str(cat).lower() in FLOW_CATEGORIES for cat in set(cats)}
+        events = list(compress(events, map(flagged.__getitem__, cats)))
+        if not events:
+            return
+        ts = floats(events, "ts")
+        try:
+            places = list(map(attrgetter("pid", "tid"), events))
+            codes = np.fromiter(map(self.places.setdefault, places, count(len(self.places))),
+                                np.int64, len(places))
+        except TypeError:  # a list or an object as pid or tid
+            codes = None
+        ids = list(map(attrgetter("id"), events))
+        usable = ~np.isnan(ts) & np.fromiter(map(is_not, ids, repeat(None)), bool, len(ids))
+        if not set(map(type, ids)) <= {int, str, float, type(None)}:
+            usable &= np.fromiter(map(hashable, ids), bool, len(ids))
+        if codes is None:
+            usable &= np.fromiter((hashable(e.pid) and hashable(e.tid) for e in events), bool,
+                                  len(events))
+        self.unusable += int((~usable).sum())
+        keep = np.flatnonzero(usable)
+        if not len(keep):
+            return
+        if codes is None:
+            codes = np.array([self.places.setdefault((events[i].pid, events[i].tid),
+                                                     len(self.places)) for i in keep.tolist()])
+        else:
+            codes = codes[keep]
+        rows = np.arange(self.count, self.count + len(keep), dtype=np.int64)
+        self.ids.append(rows, pick(ids, keep))
+        self._place.append(codes.astype(np.int64))
+        self._ts.append(ts[keep])
+        self._is_end.append(np.array(list(map(attrgetter("ph"), events)), object)[keep] == "f")
+        self.count += len(keep)
+
+    def finish(self) -> None:
+        self.ids.finish()
+        join = (lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype))
+        self.place, self.ts = join(self._place, np.int32), join(self._ts, np.float64)
+        self.is_end = join(self._is_end, bool)
+        del self._place, self._ts, self._is_end
+
+    def __bool__(self):
+        return self.count > 0 or self.unusable > 0
+
+    def ends(self):
+        """(id, is an f, (pid, tid, ts)) of each flow end, in file order."""
+        place_of = {code: (canonical_id(pid), canonical_id(tid))
+                    for (pid, tid), code in self.places.items()}
+        ids = self.ids.lookup_values(np.arange(self.count, dtype=np.int64))
+        for flow_id, place, ts, is_end in zip(ids, self.place.tolist(), self.ts.tolist(),
+                                              self.is_end.tolist()):
+            if flow_id is not None:
+                yield flow_id, is_end, (*place_of[place], ts)
+
+
+@dataclass
+class Gathered:
+    slices: Slices
+    metadata: list = field(default_factory=list)
+    flows: FlowEnds = field(default_factory=FlowEnds)
+    instants: RawInstants = field(default_factory=RawInstants)
+    counters: RawCounters = field(default_factory=RawCounters)
+    events: int = 0  # in the file
+    skipped: int = 0  # of phases nbprof does not read
+    unmatched: int = 0  # B or E without a partner
+
+
+class Gatherer:
+    def __init__(self, path):
+        self.path = path
+        self.tables = {name: {} for name in _SLICE_FIELDS}
+        self.codes = {name: [] for name in _SLICE_FIELDS}
+        self.ts, self.dur = [], []
+        self.args = ArgsStore()
+        self.out = Gathered(slices=None)
+        self.begin_ends = ([], [], [], [])  # B events, their rows, E events, their rows
+
+    def add(self, base: int, events: list) -> None:
+        out = self.out
+        rows = phase_rows(events)
+        out.events += len(events)
+        out.skipped += len(events) - sum(map(len, rows.values()))
+        for phase in ("M", "B", "E", "C", *INSTANT_PHASES):
+            for event in (events[row] for row in rows[phase].tolist()):
+                event.args = _decoded(event.args)
+        self._add_slices(events, rows["X"], base)
+        out.metadata += [events[row] for row in rows["M"].tolist()]
+        begins, begin_rows, ends, end_rows = self.begin_ends
+        begins += [events[row] for row in rows["B"].tolist()]
+        begin_rows += (rows["B"] + base).tolist()
+        ends += [events[row] for row in rows["E"].tolist()]
+        end_rows += (rows["E"] + base).tolist()
+        out.flows.add([events[row] for row in np.concatenate([rows["s"], rows["f"]]).tolist()])
+        found = instant_events(events, np.sort(np.concatenate([rows[p] for p in INSTANT_PHASES])))
+        for name in ("ts", "name", "pid", "tid"):
+            getattr(out.instants, name).extend(getattr(found, name))
+        out.instants.skipped += found.skipped
+        samples = counter_events(events, rows["C"])
+        for key, (times, values) in samples.series.items():
+            out.counters.series[key][0].extend(times)
+            out.counters.series[key][1].extend(values)
+        out.counters.skipped += samples.skipped
+
+    def _add_slices(self, events, x_rows, base, extra_rows=None) -> None:
+        if not len(x_rows):
+            return
+        rows = x_rows + base if extra_rows is None else np.asarray(extra_rows, np.int64)
+        chunk = x_slices(events, x_rows, self.path, positions=rows)
+        for name in _SLICE_FIELDS:
+            column, table = getattr(chunk, name), self.tables[name]
+            code_of = np.fromiter((table.setdefault(value, len(table)) for value in column.table),
+                                  np.int32, len(column.table))
+            self.codes[name].append(code_of[column.codes] if len(code_of) else column.codes)
+        self.ts.append(chunk.ts)
+        self.dur.append(chunk.dur)
+        self.args.append(chunk.args)
+
+    def finish(self) -> Gathered:
+        begins, begin_rows, ends, end_rows = self.begin_ends
+        pairs, pair_rows, self.out.unmatched = paired_begin_ends(
+            begins + ends, np.arange(len(begins)), np.arange(len(begins), len(begins) + len(ends)),
+            file_rows=begin_rows + end_rows)
+        for pair in pairs:
+            pair.args = msgspec.Raw(msgspec.json.encode(pair.args)) if pair.args is not None \
+                else msgspec.Raw(b"")
+        self._add_slices(pairs, np.arange(len(pairs)), 0, extra_rows=pair_rows)
+        self.args.finish()
+        self.out.flows.finish()
+
+        def join(parts, dtype):
+            return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+        columns = {name: Column(codes=join(self.codes[name], np.int32),
+                                table=list(self.tables[name])) for name in _SLICE_FIELDS}
+        self.out.slices = Slices(**columns, ts=join(self.ts, np.float64),
+                                 dur=join(self.dur, np.float64), args=self.args)
+        return self.out
+
+
+def _decoded(raw):
+    """A rare event's args as a plain JSON value (None where absent)."""
+    return decode_value(raw) if len(raw) else None
+

@@ -1,0 +1,168 @@
+"""Issue 11: nbprof.load reads a trace in chunks cut at event boundaries. Loading with tiny
+chunks (many cuts, each through real text) gives the same Trace as one chunk; faults in a
+middle chunk name the event's index over the whole file; a cut-off big file loads its whole
+events; progress is reported; the text is never held whole."""
+
+import gzip
+import json
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import nbprof
+from nbprof.chrome import TraceFormatError, stream
+from test_chrome_load import REAL_TRACES
+
+
+SMALL = __import__("pathlib").Path(__file__).parents[3] / "shared" / "traces" / \
+    "cpu_only_rank34.json.gz"
+
+
+def notes(trace):
+    return " | ".join(trace.meta.get("notes", []))
+
+
+def load_in_chunks(path, monkeypatch, chunk_bytes=2048, **options):
+    monkeypatch.setattr(stream, "CHUNK_BYTES", chunk_bytes)
+    return nbprof.load(path, **options)
+
+
+def same_trace(a, b):
+    for column in ("start_ns", "end_ns", "thread", "name_id", "category", "parent",
+                   "gpu_start_ns", "gpu_end_ns", "gpu_launch", "gpu_device", "gpu_stream"):
+        assert np.array_equal(getattr(a, column), getattr(b, column)), column
+    assert a.names == b.names and a.threads == b.threads and a.categories == b.categories
+    for extra in ("event_args", "gpu_args", "shapes", "stacks"):
+        assert dict(getattr(a, extra).items()) == dict(getattr(b, extra).items()), extra
+    assert a.meta == b.meta
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_tiny_chunks_load_the_same_trace_as_one_chunk(shared_traces, name, monkeypatch):
+    path = shared_traces / name
+    whole = load_in_chunks(path, monkeypatch, chunk_bytes=1 << 40)
+    same_trace(load_in_chunks(path, monkeypatch, chunk_bytes=2048), whole)
+
+
+def x(index, **fields):
+    return {"ph": "X", "name": f"op{index % 7}", "cat": "cpu_op", "pid": 1, "tid": 1 + index % 2,
+            "ts": index * 10, "dur": 5, "args": {"External id": index}, **fields}
+
+
+def events_text(count, **fields):
+    return [json.dumps(x(index, **fields)).encode() for index in range(count)]
+
+
+def write(tmp_path, pieces, name="t.json", head=b'{"traceEvents":[', tail=b"]}"):
+    path = tmp_path / name
+    path.write_bytes(head + b",\n".join(pieces) + tail)
+    return path
+
+
+def test_a_fault_in_a_middle_chunk_names_the_event(tmp_path, monkeypatch):
+    pieces = events_text(400)
+    inside, after = list(pieces), list(pieces)
+    inside[123] = inside[123].replace(b'"dur": 5', b'"dur": 5 5')
+    after[123] = after[123] + b"}}"
+    for content, said in ((inside, "event 123 "), (after, "just after event 123 ")):
+        with pytest.raises(TraceFormatError) as caught:
+            load_in_chunks(write(tmp_path, content), monkeypatch)
+        message = str(caught.value)
+        assert said in message and "not valid JSON" in message and "t.json" in message
+
+
+def test_an_event_that_is_no_object_in_a_middle_chunk_is_named(tmp_path, monkeypatch):
+    pieces = events_text(400)
+    pieces[211] = b"[1, 2]"
+    with pytest.raises(TraceFormatError, match="event 211 is not a JSON object"):
+        load_in_chunks(write(tmp_path, pieces), monkeypatch)
+
+
+def test_a_big_file_cut_off_loads_its_whole_events(tmp_path, monkeypatch):
+    pieces = events_text(400)
+    text = b'{"traceEvents":[' + b",\n".join(pieces)
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(gzip.compress(text[:text.rindex(b'"dur"')]))  # inside event 399
+    trace = load_in_chunks(path, monkeypatch)
+    assert len(trace) == 399 and "the 399 whole events before the cut" in notes(trace)
+
+
+def test_args_that_hold_objects_in_a_list_load_the_same(tmp_path, monkeypatch):
+    # '},{' inside an event's args: a place that looks like a boundary between events
+    pieces = events_text(300, args={"inputs": [{"a": 1}, {"b": [{"c": 2}]}], "k": "},{"})
+    path = write(tmp_path, pieces)
+    same_trace(load_in_chunks(path, monkeypatch, 1000), load_in_chunks(path, monkeypatch, 1 << 40))
+    assert nbprof.load(path).event_args[5] == {"inputs": [{"a": 1}, {"b": [{"c": 2}]}], "k": "},{"}
+
+
+def test_bad_utf8_in_a_middle_chunk_and_in_args_is_noted_once(tmp_path, monkeypatch):
+    pieces = events_text(400)
+    pieces[50] = pieces[50].replace(b'"op1"', b'"op\xff"')
+    pieces[390] = pieces[390].replace(b'"External id"', b'"Ex\xc3(id"')
+    trace = load_in_chunks(write(tmp_path, pieces), monkeypatch)
+    assert len(trace) == 400
+    assert "2 invalid UTF-8 sequences" in notes(trace) and notes(trace).count("UTF-8") == 1
+    assert "op\ufffd" in trace.names
+
+
+def test_progress_hears_the_bytes_read(tmp_path, monkeypatch):
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(b'{"traceEvents":[' + b",".join(events_text(3000)) + b"]}"))
+    heard = []
+    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 4096)
+    trace = load_in_chunks(path, monkeypatch, 8192, progress=lambda done, total: heard.append(
+        (done, total)))
+    assert len(trace) == 3000 and len(heard) > 3
+    assert [done for done, _ in heard] == sorted(done for done, _ in heard)
+    assert heard[-1] == (path.stat().st_size, path.stat().st_size)
+
+
+def test_the_text_is_never_held_whole(tmp_path, monkeypatch):
+    # The whole text alone would be 1x the file; json.load takes ~5x. What is left at the
+    # peak: the growing columns, one chunk's structs, and the Trace being built.
+    nbprof.load(SMALL)  # numba compiles the nesting pass on first use: not a load's cost
+    path = write(tmp_path, events_text(60_000, args={"External id": 1, "Sequence number": 7,
+                                                     "Fwd thread id": 0, "Record function id": 0}))
+    size = path.stat().st_size
+    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 1 << 18)
+    tracemalloc.start()
+    try:
+        trace = load_in_chunks(path, monkeypatch, 1 << 19)
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(trace) == 60_000 and trace.event_args[59_999]["Sequence number"] == 7
+    assert peak < 1.0 * size, (peak, size)
+
+
+def test_a_long_load_shows_bytes_read_on_one_stderr_line(tmp_path, monkeypatch):
+    import io
+
+    from nbprof.chrome.progress import StderrLine
+
+    path = write(tmp_path, events_text(3000))
+    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 4096)
+    stderr = io.StringIO()
+    trace = load_in_chunks(path, monkeypatch, 8192,
+                           progress=StderrLine(path.name, stream=stderr, always=True, delay_s=0))
+    assert len(trace) == 3000
+    text = stderr.getvalue()
+    assert text.startswith("\rnbprof: loading t.json: ") and text.endswith("(100%)\n")
+    assert text.count("\n") == 1  # one line, rewritten in place
+    quiet = io.StringIO()  # not a terminal, not asked to: nothing
+    nbprof.load(path, progress=StderrLine(path.name, stream=quiet))
+    assert quiet.getvalue() == ""
+
+
+def test_a_long_load_in_a_notebook_shows_a_progress_bar(tmp_path, monkeypatch):
+    ipywidgets = pytest.importorskip("ipywidgets")
+    from nbprof.chrome.progress import NotebookBar
+
+    path = write(tmp_path, events_text(3000))
+    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 4096)
+    bar = NotebookBar(path.name, delay_s=0)
+    load_in_chunks(path, monkeypatch, 8192, progress=bar)
+    assert isinstance(bar.bar, ipywidgets.FloatProgress)
+    assert bar.bar.value == bar.bar.max == path.stat().st_size
+    assert bar.bar.comm is None  # closed when the load ended
