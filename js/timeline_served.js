@@ -47,9 +47,21 @@ function localIdOf(T, kind, traceId) {
   return T.entryCount[entry] === 1 ? lo : -1;
 }
 
-function initCoarse(S, bytes) {
+async function initCoarse(S, bytes) {
   S.embedded = decodeEntries(bytes, info);
   Object.assign(S, S.embedded);
+  // Coarser levels, coarsest last: a view at least as coarse as one sweeps it (the same bars
+  // but for the counts of blocks across the view's edges, which include events out of view).
+  S.coarser = [];
+  for (const level of info.coarser || [])
+    S.coarser.push({nsPerPx: level.ns_per_px,
+                    entries: decodeEntries(await inflateBase64(level.packed), level.meta)});
+}
+
+function levelFor(S, nsPerPx) {
+  let entries = S.embedded;
+  for (const level of S.coarser || []) if (level.nsPerPx <= nsPerPx) entries = level.entries;
+  return entries;
 }
 
 function viewKey() {
@@ -65,7 +77,8 @@ function chooseEntries(S) {
     Object.assign(S, S.answer.entries);
     return;
   }
-  Object.assign(S, S.embedded);
+  const [x0, x1, width] = key.split("|").map(Number);
+  Object.assign(S, levelFor(S, (x1 - x0) / width));
   clearTimeout(S.requestTimer);
   S.requestTimer = setTimeout(() => {
     if (viewKey() !== key || S.requested === key) return;

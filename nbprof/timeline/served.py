@@ -307,7 +307,8 @@ class Served:
         self.family = np.concatenate([cpu_families(trace), gpu_families(trace)])
         self.cpu_detail, self.gpu_detail = _detail_texts(trace)
         self.level = coarse_level(self.columns, budget)  # what the page embeds
-        self.levels = coarser_levels(self.level, self.columns)  # what views are swept from
+        # what views are swept from (levels down to a few bars per row on small test traces)
+        self.levels = coarser_levels(self.level, self.columns, smallest=min(50_000, budget // 8 + 1))
         self.coarse, self.resolution_ns = self.level.bars, self.level.ns_per_px
         self._last_key = None
         # The browser writes the view it settled on; the kernel (jupyter_bokeh syncs both ways)
@@ -329,10 +330,18 @@ class Served:
         return len(self.columns.start)
 
     def page(self) -> tuple[str, dict]:
-        """The packed coarse level and the page's info, for view.py."""
+        """The packed coarse level and the page's info, for view.py. The coarser levels that are
+        small beside it (a quarter of its bars or fewer) go along, so a wide view's step sweeps
+        one of those instead of millions of bars (js/timeline_served.js picks the level)."""
         packed, meta = self.encode(self.coarse)
+        coarser = []
+        for level in self.levels[1:]:
+            if len(level.bars) <= len(self.coarse) // 4:
+                level_packed, level_meta = self.encode(level.bars)
+                coarser.append({"packed": level_packed, "meta": level_meta,
+                                "ns_per_px": level.ns_per_px})
         info = {**meta, "origin_ns": self.columns.origin_ns, "span_ns": self.columns.span_ns,
-                **lane_info(self.trace, self.lanes), "coarse": True}
+                **lane_info(self.trace, self.lanes), "coarse": True, "coarser": coarser}
         return packed, info
 
     def note(self) -> str:
