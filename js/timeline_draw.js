@@ -235,7 +235,7 @@ function drawOverview(S) {
   const width = overview.inner_width > 0 ? overview.inner_width : 800;
   const nsPerPx = (info.span_ns || 1) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: []};
-  if (info.coarse) Object.assign(S, S.embedded);  // the whole trace: the coarse level
+  if (info.coarse) Object.assign(S, levelFor(S, nsPerPx));  // the whole trace: a coarse level
   const laneY = new Map();
   for (const r of S.drawnRows) {
     const lane = info.row_lane[r];

@@ -78,9 +78,9 @@ function dispatch(S) {
     S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1, collapsedGroups: new Set(),
                                 laneZoom: 1, laneTop: 0};
     const started = performance.now();
-    inflateBase64(packed).then((bytes) => {
+    inflateBase64(packed).then(async (bytes) => {
       const inflated = performance.now();
-      if (info.coarse) initCoarse(S, bytes); else decode(S, bytes);
+      if (info.coarse) await initCoarse(S, bytes); else decode(S, bytes);
       const decoded = performance.now();
       S.ready = true;
       redrawAll(S);

@@ -3,7 +3,7 @@
 
 function entryOf(S, id, kind) {
   if (id === null || id === undefined || id < 0) return -1;
-  if (S.localIds) id = S.localIds[kind === "gpu" ? "gpu" : "cpu"].get(id) ?? -1;  // served
+  if (S.localIds) id = S.localIds.get(kind === "gpu" ? "gpu" : "cpu", id);  // served: local ids
   if (id < 0) return -1;
   if (kind === "gpu") return id < (S.nGpu ?? info.n_gpu) ? S.gpuEntry[id] : -1;
   return id < (S.nCpu ?? info.n_cpu) ? S.cpuEntry[id] : -1;

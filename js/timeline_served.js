@@ -23,19 +23,45 @@ function decodeEntries(bytes, meta) {
   for (let r = 0; r + 1 < T.rowStart.length; r++)
     for (let i = T.rowStart[r] + 1; i < T.rowStart[r + 1]; i++) T.eventId[i] += T.eventId[i - 1];
   // Entries carry local ids (the answer's own per-id tables stay small); the trace's ids, which
-  // highlights and the selection use, map to them here. Only single events: a block is no event.
+  // highlights and the selection use, map to them by binary search: local ids are numbered in
+  // trace-id order, so each kind's trace ids by local id are sorted. (A Map of 5M entries took
+  // seconds to fill.)
   T.nCpu = meta.n_cpu; T.nGpu = meta.n_gpu;
-  T.localIds = {cpu: new Map(), gpu: new Map()};
-  for (let i = 0; i < T.eventId.length; i++) {
-    if (T.entryCount[i] !== 1) continue;
-    T.localIds[info.row_is_gpu[T.rowOf[i]] ? "gpu" : "cpu"].set(T.eventId[i], T.id[i]);
-  }
+  T.traceIds = {cpu: new Float64Array(T.nCpu), gpu: new Float64Array(T.nGpu)};
+  for (let i = 0; i < T.eventId.length; i++)
+    T.traceIds[info.row_is_gpu[T.rowOf[i]] ? "gpu" : "cpu"][T.id[i]] = T.eventId[i];
+  T.localIds = {get: (kind, traceId) => localIdOf(T, kind, traceId)};
   return T;
 }
 
-function initCoarse(S, bytes) {
+function localIdOf(T, kind, traceId) {
+  // the local id of trace event `traceId` if it is an entry of its own (-1: not, or in a block)
+  const ids = T.traceIds[kind];
+  let lo = 0, hi = ids.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (ids[mid] < traceId) lo = mid + 1; else hi = mid;
+  }
+  if (lo >= ids.length || ids[lo] !== traceId) return -1;
+  const entry = kind === "gpu" ? T.gpuEntry[lo] : T.cpuEntry[lo];
+  return T.entryCount[entry] === 1 ? lo : -1;
+}
+
+async function initCoarse(S, bytes) {
   S.embedded = decodeEntries(bytes, info);
   Object.assign(S, S.embedded);
+  // Coarser levels, coarsest last: a view at least as coarse as one sweeps it (the same bars
+  // but for the counts of blocks across the view's edges, which include events out of view).
+  S.coarser = [];
+  for (const level of info.coarser || [])
+    S.coarser.push({nsPerPx: level.ns_per_px,
+                    entries: decodeEntries(await inflateBase64(level.packed), level.meta)});
+}
+
+function levelFor(S, nsPerPx) {
+  let entries = S.embedded;
+  for (const level of S.coarser || []) if (level.nsPerPx <= nsPerPx) entries = level.entries;
+  return entries;
 }
 
 function viewKey() {
@@ -51,7 +77,8 @@ function chooseEntries(S) {
     Object.assign(S, S.answer.entries);
     return;
   }
-  Object.assign(S, S.embedded);
+  const [x0, x1, width] = key.split("|").map(Number);
+  Object.assign(S, levelFor(S, (x1 - x0) / width));
   clearTimeout(S.requestTimer);
   S.requestTimer = setTimeout(() => {
     if (viewKey() !== key || S.requested === key) return;

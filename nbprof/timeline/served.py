@@ -104,47 +104,137 @@ def _put(out, n, row, first, count, left, right, busy):
     return n + 1
 
 
+# The open block of a row's sweep: (count, first, start, end, busy); a tuple, so numba keeps it
+# in registers (an array here made the sweep 5x slower).
+_NO_BLOCK = (0, -1, 0, 0, 0)
+
+
+@njit(cache=True, inline="always")
+def _close(out, n, row, block):
+    return _put(out, n, row, block[1], block[0], block[2], block[3], block[4]) if block[0] else n
+
+
+@njit(cache=True, inline="always")
+def _add(out, n, block, row, first, count, s, e, busy, real, gap_ns):
+    """One item into a row's sweep: an event (a bar of its own when ``real``) or a pre-merged unit
+    of ``count`` events (never real). Returns (n, the open block)."""
+    if real:
+        return _put(out, _close(out, n, row, block), row, first, 1, s, e, busy), _NO_BLOCK
+    if block[0] and s - block[3] < gap_ns:
+        return n, (block[0] + count, block[1], block[2], max(block[3], e), block[4] + busy)
+    return _close(out, n, row, block), (count, first, s, e, busy)
+
+
+@njit(cache=True, inline="always")
+def _add_events(out, n, block, row, start, duration, max_end, lo, hi, x0, x1, real_ns, gap_ns,
+                min_duration):
+    """Entries lo..hi of one row, those in view, into its sweep, one by one."""
+    i = lo + np.searchsorted(max_end[lo:hi], x0)  # first entry whose row max end >= x0
+    while i < hi and start[i] <= x1:
+        d = duration[i]
+        s = start[i]
+        if d >= min_duration and s + d >= x0:
+            n, block = _add(out, n, block, row, i, 1, s, s + d, d, d >= real_ns, gap_ns)
+        i += 1
+    return n, block
+
+
 @njit(cache=True)
 def _sweep(row_start, start, duration, max_end, x0, x1, real_ns, gap_ns, min_duration, out):
     """js/timeline_draw.js's sweep over every row into ``out`` (6 x capacity: row, first, count,
     left, right, busy); the number of bars, or -1 when ``out`` is too short."""
     n = 0
     for r in range(len(row_start) - 1):
-        lo, hi = row_start[r], row_start[r + 1]
-        i = lo + np.searchsorted(max_end[lo:hi], x0)  # first entry whose row max end >= x0
-        count, first, block_start, block_end, busy = 0, -1, 0, 0, 0
-        while i < hi and start[i] <= x1:
-            d = duration[i]
-            s = start[i]
-            e = s + d
-            i += 1
-            if d < min_duration or e < x0:
-                continue
-            if d >= real_ns:
-                if count:
-                    n = _put(out, n, r, first, count, block_start, block_end, busy)
-                count = 0
-                n = _put(out, n, r, i - 1, 1, s, e, d)
-            elif count and s - block_end < gap_ns:
-                if e > block_end:
-                    block_end = e
-                count += 1
-                busy += d
-            else:
-                if count:
-                    n = _put(out, n, r, first, count, block_start, block_end, busy)
-                first, count, block_start, block_end, busy = i - 1, 1, s, e, d
-        if count:
-            n = _put(out, n, r, first, count, block_start, block_end, busy)
+        n, block = _add_events(out, n, _NO_BLOCK, r, start, duration, max_end, row_start[r],
+                               row_start[r + 1], x0, x1, real_ns, gap_ns, min_duration)
+        n = _close(out, n, r, block)
         if n < 0:
             return -1
     return n
 
 
+@njit(cache=True, inline="always")
+def _add_bar(out, n, block, row, level, j, x0, x1, real_ns, gap_ns):
+    """Bar j of a level (left, right, count, busy, first, last start) into a row's sweep, when it
+    can go in as a whole: an event of its own, or a block wholly in view (its events are all
+    narrower than 3 px here and their gaps under 1 px: the sweep would merge them all the same).
+    Returns (n, block, whether it must go in piece by piece: a block across an edge of the view)."""
+    left, right, count, busy, first, last_start = (level[0][j], level[1][j], level[2][j],
+                                                   level[3][j], level[4][j], level[5][j])
+    if right < x0:
+        return n, block, False
+    if count == 1:
+        n, block = _add(out, n, block, row, first, 1, left, right, right - left,
+                        right - left >= real_ns, gap_ns)
+        return n, block, False
+    if left >= x0 and last_start <= x1:
+        n, block = _add(out, n, block, row, first, count, left, right, busy, False, gap_ns)
+        return n, block, False
+    return n, block, True
+
+
+@njit(cache=True)
+def _sweep_level(row_start, start, duration, max_end, coarse, coarse_row_start, coarse_max_end,
+                 fine, x0, x1, real_ns, gap_ns, out):
+    """The same bars as _sweep (with no minimum duration) for a view at least as coarse as the
+    ``coarse`` level, reading its bars instead of their events. A block across an edge of the
+    view goes in through the ``fine`` level's bars inside it (the page's level: its blocks are
+    short), and a fine block across the edge event by event. Levels are tuples of arrays:
+    (left, right, count, busy, first, last_start); bars of both are in row and start order."""
+    n = 0
+    for r in range(len(coarse_row_start) - 1):
+        block = _NO_BLOCK
+        lo, hi = coarse_row_start[r], coarse_row_start[r + 1]
+        j = lo + np.searchsorted(coarse_max_end[lo:hi], x0)
+        while j < hi and coarse[0][j] <= x1:
+            n, block, split = _add_bar(out, n, block, r, coarse, j, x0, x1, real_ns, gap_ns)
+            if split:  # the fine bars that make up this coarse one (their first events)
+                first, count = coarse[4][j], coarse[2][j]
+                k = np.searchsorted(fine[4], first)
+                while k < len(fine[4]) and fine[4][k] < first + count and fine[0][k] <= x1:
+                    n, block, split = _add_bar(out, n, block, r, fine, k, x0, x1, real_ns, gap_ns)
+                    if split:
+                        n, block = _add_events(out, n, block, r, start, duration, max_end,
+                                               fine[4][k], fine[4][k] + fine[2][k], x0, x1,
+                                               real_ns, gap_ns, 0)
+                    k += 1
+            j += 1
+        n = _close(out, n, r, block)
+        if n < 0:
+            return -1
+    return n
+
+
+@dataclass(frozen=True)
+class Level:
+    """A coarse level as the sweep reads it: bars of the whole trace at ``ns_per_px``."""
+    bars: Bars
+    ns_per_px: float
+    row_start: np.ndarray
+    max_end: np.ndarray  # running max of the bars' right ends within each row
+    last_start: np.ndarray  # start of each bar's last event: is the whole block in view?
+
+    @classmethod
+    def of(cls, bars: Bars, ns_per_px: float, columns: RowColumns) -> "Level":
+        rows = len(columns.row_start) - 1
+        row_start = np.zeros(rows + 1, np.int64)
+        np.cumsum(np.bincount(bars.row, minlength=rows), out=row_start[1:])
+        return cls(bars, ns_per_px, row_start, _running_max_per_row(bars.right, row_start),
+                   columns.start[bars.first + bars.count - 1])
+
+    def arrays(self) -> tuple:
+        bars = self.bars
+        return bars.left, bars.right, bars.count, bars.busy, bars.first, self.last_start
+
+
 def view_bars(columns: RowColumns, x0: float, x1: float, width_px: float,
-              min_duration_ns: int = 0, limit: int | None = None) -> Bars | None:
+              min_duration_ns: int = 0, limit: int | None = None,
+              levels: tuple[Level, ...] = ()) -> Bars | None:
     """The bars of the view [x0, x1] (ns since ``columns.origin_ns``) at ``width_px`` pixels:
-    what js/timeline_draw.js draws for that view from every event. None if more than ``limit``."""
+    what js/timeline_draw.js draws for that view from every event. None if more than ``limit``.
+    Given ``levels`` (coarse levels, finest first) and no minimum duration, the sweep reads the
+    coarsest level no coarser than the view: the same bars, at a cost that follows that level's
+    bars in view, not the events."""
     ns_per_px = (float(x1) - float(x0)) / max(float(width_px), 1.0)
     # Each row gives at most ~2 bars per pixel (bars of their own are >= 3 px, blocks are
     # separated by >= 1 px); overlapping events can give more, then the sweep runs again with
@@ -152,35 +242,60 @@ def view_bars(columns: RowColumns, x0: float, x1: float, width_px: float,
     rows, entries = len(columns.row_start) - 1, len(columns.start)
     capacities = (limit + 1,) if limit is not None else (
         min(entries, rows * (2 * int(width_px) + 8)), entries)
+    usable = [level for level in levels if level.ns_per_px <= ns_per_px and not min_duration_ns]
+    level = usable[-1] if usable else None
     for capacity in capacities:
         out = np.empty((6, capacity), np.int64)
-        n = _sweep(columns.row_start, columns.start, columns.duration, columns.max_end,
-                   float(x0), float(x1), MIN_REAL_PX * ns_per_px, MERGE_GAP_PX * ns_per_px,
-                   int(min_duration_ns), out)
+        real_ns, gap_ns = MIN_REAL_PX * ns_per_px, MERGE_GAP_PX * ns_per_px
+        if level is not None:
+            n = _sweep_level(columns.row_start, columns.start, columns.duration, columns.max_end,
+                             level.arrays(), level.row_start, level.max_end, usable[0].arrays(),
+                             float(x0), float(x1), real_ns, gap_ns, out)
+        else:
+            n = _sweep(columns.row_start, columns.start, columns.duration, columns.max_end,
+                       float(x0), float(x1), real_ns, gap_ns, int(min_duration_ns), out)
         if n >= 0 and (limit is None or n <= limit):
             return Bars(*(np.ascontiguousarray(column[:n]) for column in out))
     return None
 
 
-def coarse_level(columns: RowColumns, budget: int) -> tuple[Bars, float]:
+def coarse_level(columns: RowColumns, budget: int) -> Level:
     """The whole trace's bars at the finest resolution (ns per "pixel", in powers of two) whose
     bars fit ``budget``. Each try is one sweep over every entry."""
     rows = max(len(columns.row_start) - 1, 1)
     resolution = 2.0 ** math.ceil(math.log2(max(2.0 * rows * columns.span_ns / max(budget, 1), 1.0)))
 
-    def bars_at(resolution):
-        return view_bars(columns, 0, columns.span_ns, columns.span_ns / resolution, limit=budget)
+    def level_at(resolution):
+        width = columns.span_ns / resolution
+        bars = view_bars(columns, 0, columns.span_ns, width, limit=budget)
+        # the ns per pixel view_bars used, exactly: views at least this coarse may read the level
+        return bars and Level.of(bars, float(columns.span_ns) / max(width, 1.0), columns)
 
-    bars = bars_at(resolution)
-    while bars is None:  # too many: coarser
+    level = level_at(resolution)
+    while level is None:  # too many: coarser
         resolution *= 2
-        bars = bars_at(resolution)
+        level = level_at(resolution)
     while resolution > 1:  # idle time and overlaps leave room: finer while it fits
-        finer = bars_at(resolution / 2)
+        finer = level_at(resolution / 2)
         if finer is None:
             break
-        bars, resolution = finer, resolution / 2
-    return bars, resolution
+        level, resolution = finer, resolution / 2
+    return level
+
+
+def coarser_levels(level: Level, columns: RowColumns, factor: int = 8,
+                   smallest: int = 50_000) -> tuple[Level, ...]:
+    """``level`` and levels ``factor`` times coarser each, each swept from the one before (exact,
+    see _sweep_level), until one has under ``smallest`` bars. A view reads the coarsest level no
+    coarser than itself: the whole of a 100M-event trace is then a sweep over thousands of bars."""
+    chain = [level]
+    while len(chain[-1].bars) >= smallest and len(chain) < 12:
+        width = columns.span_ns / (chain[-1].ns_per_px * factor)
+        if width < 1:
+            break
+        bars = view_bars(columns, 0, columns.span_ns, width, levels=(chain[-1],))
+        chain.append(Level.of(bars, float(columns.span_ns) / max(width, 1.0), columns))
+    return tuple(chain)
 
 
 class Served:
@@ -192,9 +307,12 @@ class Served:
         self.family = np.concatenate([cpu_families(trace), gpu_families(trace)])
         self.cpu_detail, self.gpu_detail = _detail_texts(trace)
         # per GPU interval, the op that launched it and the runtime call that did (-1: unknown)
-        self.launch_op = trace.gpu_launch.astype(np.int64)
+        self.launch_op = trace.gpu_launch
         self.launch_call = runtime_calls(trace)
-        self.coarse, self.resolution_ns = coarse_level(self.columns, budget)
+        self.level = coarse_level(self.columns, budget)  # what the page embeds
+        # what views are swept from (levels down to a few bars per row on small test traces)
+        self.levels = coarser_levels(self.level, self.columns, smallest=min(50_000, budget // 8 + 1))
+        self.coarse, self.resolution_ns = self.level.bars, self.level.ns_per_px
         self._last_key = None
         # The browser writes the view it settled on; the kernel (jupyter_bokeh syncs both ways)
         # writes that view's bars back. A static page has no kernel: it keeps the coarse level.
@@ -215,10 +333,18 @@ class Served:
         return len(self.columns.start)
 
     def page(self) -> tuple[str, dict]:
-        """The packed coarse level and the page's info, for view.py."""
+        """The packed coarse level and the page's info, for view.py. The coarser levels that are
+        small beside it (a quarter of its bars or fewer) go along, so a wide view's step sweeps
+        one of those instead of millions of bars (js/timeline_served.js picks the level)."""
         packed, meta = self.encode(self.coarse)
+        coarser = []
+        for level in self.levels[1:]:
+            if len(level.bars) <= len(self.coarse) // 4:
+                level_packed, level_meta = self.encode(level.bars)
+                coarser.append({"packed": level_packed, "meta": level_meta,
+                                "ns_per_px": level.ns_per_px})
         info = {**meta, "origin_ns": self.columns.origin_ns, "span_ns": self.columns.span_ns,
-                **lane_info(self.trace, self.lanes), "coarse": True}
+                **lane_info(self.trace, self.lanes), "coarse": True, "coarser": coarser}
         return packed, info
 
     def note(self) -> str:
@@ -240,7 +366,8 @@ class Served:
         if key == self._last_key or not (math.isfinite(x0) and math.isfinite(x1)) or x1 <= x0:
             return None
         self._last_key = key
-        packed, meta = self.encode(view_bars(self.columns, x0, x1, width, min_duration))
+        packed, meta = self.encode(view_bars(self.columns, x0, x1, width, min_duration,
+                                             levels=self.levels))
         return {"packed": [packed], "meta": [orjson.dumps(meta).decode()], "key": [key]}
 
     def encode(self, bars: Bars) -> tuple[str, dict]:
@@ -287,7 +414,7 @@ class Served:
     def _launches(launchers, gpu_rows, gpu_single, event_id, local, cpu_single) -> np.ndarray:
         """Per GPU entry: its launcher's (op's or runtime call's) local id + 1 when that event
         is itself an entry of this answer (0: not linked here)."""
-        launcher = launchers[gpu_rows]
+        launcher = launchers[gpu_rows].astype(np.int64)  # gather, then widen
         cpu_ids, cpu_local = event_id[cpu_single], local[cpu_single]
         sort = np.argsort(cpu_ids)
         cpu_ids, cpu_local = cpu_ids[sort], cpu_local[sort]

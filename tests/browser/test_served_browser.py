@@ -67,6 +67,10 @@ def test_coarse_page_alone_keeps_its_level_and_note(browser, pages):  # noqa: F8
     _, coarse, coarse_path = pages
     page = open_page(browser, coarse_path)
     assert "showing" in page.evaluate("() => nb('nbprof_note').text")
+    # the coarser levels came along, and the whole view is drawn from the coarsest that fits
+    levels = page.evaluate("() => nb('nbprof_rendered').__nbprof.coarser.map((l) => l.nsPerPx)")
+    assert levels and levels == sorted(levels)
+    assert len(levels) == len(coarse.served.page()[1]["coarser"])
     page.evaluate("() => nbSetX(100000, 400000)")
     page.evaluate(FRAMES)
     drawn = page.evaluate(DRAWN)

@@ -10,7 +10,7 @@ from nbprof.timeline import Timeline
 from nbprof.timeline.data import encode_events
 from nbprof.timeline.lanes import build_lanes
 from nbprof.timeline.packing import unpack_columns
-from nbprof.timeline.served import Served, row_columns, view_bars
+from nbprof.timeline.served import Served, coarser_levels, row_columns, view_bars
 from served_trace import hand_built_trace
 
 
@@ -173,3 +173,34 @@ def test_the_view_request_source_gets_its_answer():
     assert entries["count"].sum() == sum(bar[3] for bar in js_sweep(entries, 0.0, 50_000.0, 900))
     view.served.request.data = {"x0": ["nonsense"]}  # a malformed request changes nothing
     assert view.served.answer_source.data["key"] == ["0|50000|900|0"]
+
+
+def test_views_read_through_the_coarse_level_give_the_same_bars():
+    # A view at least as coarse as the level reads its blocks (a whole block as one unit, a block
+    # across the view's edge event by event): the bars must not change.
+    trace = hand_built_trace()
+    lanes = build_lanes(trace)
+    packed, info = encode_events(trace, lanes)
+    page = decoded_entries(packed, info["layout"], lanes.row_is_gpu)
+    served = Served(trace, lanes, budget=150)
+    level = served.level
+    assert (level.bars.count > 1).any() and level.ns_per_px > 1
+    chain = coarser_levels(level, served.columns, factor=2, smallest=10)  # levels 2x apart
+    assert len(chain) >= 3 and len(chain[-1].bars) < len(level.bars)
+    span = served.columns.span_ns
+    rng = np.random.default_rng(11)
+    by_level = 0
+    for _ in range(150):
+        x0 = float(rng.uniform(-0.1, 0.9) * span)
+        width = int(rng.integers(20, 1500))
+        x1 = x0 + max(float(rng.uniform(0.001, 1.2) * span), level.ns_per_px * width)
+        if rng.random() < 0.3:  # edges exactly on an event's start or end
+            x0 = float(page["start"][rng.integers(len(page["start"]))])
+            x1 = max(x1, x0 + level.ns_per_px * width)
+        expected = js_sweep(page, x0, x1, width)
+        by_level += (x1 - x0) / width >= level.ns_per_px
+        for levels in ((level,), chain):  # the page's level alone; coarser ones too
+            bars = view_bars(served.columns, x0, x1, width, levels=levels)
+            assert served_tuples(trace, served.columns, bars, lanes.row_is_gpu) == expected, (
+                x0, x1, width, len(levels))
+    assert by_level >= 140  # (a few land just under it by rounding)
