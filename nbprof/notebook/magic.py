@@ -183,8 +183,10 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
     with _quiet_profiler():
         try:
             session.__enter__()
-        except RuntimeError as error:  # torch's own profiler is on: the cell has not run
-            raise UsageError(f"%%cudaprof can't nest: {error}") from None
+        except RuntimeError as error:  # the cell has not run: torch's own profiler is on, or
+            # what was asked can't be recorded here (kernels=True without CUPTI)
+            what = "can't nest" if "profiler is already active" in str(error) else "can't start"
+            raise UsageError(f"%%cudaprof {what}: {error}") from None
     value = None
     runs = _Runs(options.repeat)
     try:

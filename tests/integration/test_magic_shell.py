@@ -87,6 +87,17 @@ def test_cudaprof_inside_an_active_profile_says_it_cannot_nest(shell):
     assert result.success and "aten::add" in names(shell.user_ns["after_nest"])
 
 
+def test_kernels_asked_without_a_gpu_says_why_it_cannot_start_not_that_it_nests(shell):
+    run(shell, "import torch")
+    result, _ = run(shell, "%%cudaprof --kernels --no-display\nasked = torch.ones(2) + 1")
+    assert isinstance(result.error_in_exec, UsageError)
+    message = str(result.error_in_exec)
+    assert "can't start" in message and "kernels=True needs a GPU" in message
+    assert "nest" not in message and "asked" not in shell.user_ns and not profiler.is_active()
+    result, _ = run(shell, "%%cudaprof --no-display -o after_kernels\nafter = torch.ones(2) + 1")
+    assert result.success and "aten::add" in names(shell.user_ns["after_kernels"])
+
+
 def test_a_raising_cell_shows_what_ran_then_raises_as_without_the_magic(shell):
     cell = ("%%cudaprof -o failed --no-display\nimport torch\nbefore = torch.ones(4).mul(3)\n"
             "raise ValueError('broken step')\nnever = 1")
