@@ -1,4 +1,4 @@
-"""Served level of detail (nbprof/timeline/served.py): the kernel's bars for a view are exactly what
+"""Served level of detail (nbprof/timeline/served.py, sweep.py): the kernel's bars for a view are exactly what
 the browser's sweep (js/timeline_draw.js) draws from every event, and a page past its embedding
 budget carries a coarser level and says so."""
 
@@ -10,7 +10,8 @@ from nbprof.timeline import Timeline
 from nbprof.timeline.data import encode_events
 from nbprof.timeline.lanes import build_lanes
 from nbprof.timeline.packing import unpack_columns
-from nbprof.timeline.served import Served, coarser_levels, row_columns, view_bars
+from nbprof.timeline.served import Served
+from nbprof.timeline.sweep import coarser_levels, row_columns, view_bars
 from served_trace import hand_built_trace
 
 
