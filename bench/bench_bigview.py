@@ -158,7 +158,8 @@ def served_steps(events: int, repeats: int = 3) -> None:
     import resource
 
     from nbprof.timeline.lanes import build_lanes
-    from nbprof.timeline.served import DEFAULT_MAX_EMBEDDED, Served, view_bars
+    from nbprof.timeline.served import DEFAULT_MAX_EMBEDDED, Served
+    from nbprof.timeline.sweep import view_bars
 
     started = time.perf_counter()
     trace = synthetic_trace(events)

@@ -11,7 +11,7 @@ from jupyter_lab import (CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook
 from served_trace import hand_built_trace
 
 from nbprof.timeline.lanes import build_lanes
-from nbprof.timeline.served import row_columns, view_bars
+from nbprof.timeline.sweep import row_columns, view_bars
 
 pytestmark = pytest.mark.browser
 

@@ -1,4 +1,4 @@
-"""Served level of detail (nbprof/timeline/served.py): the kernel's bars for a view are exactly what
+"""Served level of detail (nbprof/timeline/served.py, sweep.py): the kernel's bars for a view are exactly what
 the browser's sweep (js/timeline_draw.js) draws from every event, and a page past its embedding
 budget carries a coarser level and says so."""
 
@@ -10,7 +10,8 @@ from nbprof.timeline import Timeline
 from nbprof.timeline.data import encode_events
 from nbprof.timeline.lanes import build_lanes
 from nbprof.timeline.packing import unpack_columns
-from nbprof.timeline.served import Served, coarser_levels, row_columns, view_bars
+from nbprof.timeline.served import Served
+from nbprof.timeline.sweep import coarser_levels, row_columns, view_bars
 from served_trace import hand_built_trace
 
 
@@ -204,3 +205,16 @@ def test_views_read_through_the_coarse_level_give_the_same_bars():
             assert served_tuples(trace, served.columns, bars, lanes.row_is_gpu) == expected, (
                 x0, x1, width, len(levels))
     assert by_level >= 140  # (a few land just under it by rounding)
+
+
+def test_nbprof_view_takes_the_budget_and_full(shared_traces, tmp_path, capsys):
+    from nbprof.cli import main
+
+    source = str(shared_traces / "gpu_alexnet_kineto.json.gz")
+    coarse, full = tmp_path / "coarse.html", tmp_path / "full.html"
+    assert main(["view", source, "-o", str(coarse), "--max-events", "100"]) == 0
+    assert main(["view", source, "-o", str(full), "--full"]) == 0
+    assert "events (over the 100-event budget)" in coarse.read_text()  # the page's note
+    assert "events (over the" not in full.read_text()
+    assert main(["view", source, "-o", str(tmp_path / "bad.html"), "--max-events", "-3"]) != 0
+    assert "max_embedded_events must be at least 1" in capsys.readouterr().err
