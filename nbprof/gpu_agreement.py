@@ -69,6 +69,37 @@ def op_gpu_times(trace: Trace) -> OpGpuTimes:
                       kernels_start[ops], kernels_end[ops])
 
 
+class OneOp(NamedTuple):
+    events_ns: int  # the op's CUDA-event interval
+    kernels_ns: int  # the union of its subtree's kernels, memcpys and memsets on that device
+    ratio: float  # events / kernels
+    disagree: bool
+
+
+def op_agreement(trace: Trace, op: int) -> OneOp | None:
+    """:func:`op_gpu_times` for one op (the details pane's click), or None where the op lacks an
+    event interval or kernels. Walks up from the kernels, not over all ops: one click stays cheap."""
+    events = np.flatnonzero((trace.gpu_kind == KIND_OP) & (trace.gpu_launch == op))
+    if not len(events):
+        return None
+    device = trace.gpu_device[events[0]]
+    rows = np.flatnonzero(np.isin(trace.gpu_kind, KERNEL_WORK) & (trace.gpu_launch >= 0)
+                          & (trace.gpu_device == device))
+    ancestor, under = trace.gpu_launch[rows].astype(np.int64), np.zeros(len(rows), bool)
+    while len(ancestor) and (ancestor >= 0).any():  # one numpy pass per nesting level
+        under |= ancestor == op
+        ancestor = np.where(ancestor >= 0, trace.parent[np.maximum(ancestor, 0)], -1)
+    _, block_start, block_end = merge_by_group(
+        np.zeros(int(under.sum()), np.int64), trace.gpu_start_ns[rows[under]],
+        trace.gpu_end_ns[rows[under]])
+    kernels_ns = int((block_end - block_start).sum())
+    if not kernels_ns:
+        return None
+    events_ns = int(trace.gpu_end_ns[events].max() - trace.gpu_start_ns[events].min())
+    ratio = events_ns / kernels_ns
+    return OneOp(events_ns, kernels_ns, ratio, bool(disagrees(ratio)))
+
+
 def _subtree_pairs(trace: Trace, kernel_rows: np.ndarray):
     """(op, kernel row) for each kernel and every op above its launching op, one depth level
     per numpy pass (kernels x depth pairs)."""

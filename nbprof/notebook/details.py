@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..analysis import printable
+from ..analysis import has_events_and_kernels, printable
 from ..events import Trace
+from ..gpu_agreement import op_agreement
 from ..html_text import html_text
 from .frames import folded_stack
 
@@ -129,6 +130,12 @@ def details_html(trace: Trace, event_id: int | None, cell_numbers: dict | None =
         rows.append(("GPU", "<br>".join(_kernel_line(kernel, origin) for kernel in event.kernels)))
     else:
         rows.append(("GPU", "<i>no GPU interval</i>"))
+    if has_events_and_kernels(trace) and (both := op_agreement(trace, event_id)) is not None:
+        # the cross-check (trace.gpu_agreement()): the op's CUDA events against its kernels
+        rows.append(("GPU time", html_text(
+            f"events {format_duration(both.events_ns)} · kernels {format_duration(both.kernels_ns)}"
+            f" · ratio {both.ratio:.2f}" + (": more than 10% apart (the events also hold "
+                                            "queueing or launch gaps)" if both.disagree else ""))))
     if event.shapes is not None:
         rows.append(("Shapes", f"<code>{html_text(str(event.shapes))}</code>"))
     if event.stack:

@@ -7,8 +7,10 @@ import numpy as np
 
 from ..html_text import html_text
 
-from ..analysis import SORT_KEYS, format_us, key_averages, printable, sort_rows
+from ..analysis import (SORT_KEYS, format_us, has_events_and_kernels, key_averages, printable,
+                        sort_rows)
 from ..events import Trace
+from ..gpu_agreement import ratio_cell
 
 # (key, header, what the header's tooltip says); CUDA columns only for traces with GPU work.
 _COLUMNS = (
@@ -20,12 +22,35 @@ _COLUMNS = (
     ("cuda_time_avg", "CUDA avg", "CUDA total / calls"),
     ("count", "Calls", "number of calls"),
 )
+# With CUDA events and CUPTI's kernels both (the GPU-truth cross-check), in place of the CUDA ones.
+_EVENTS_AND_KERNELS = (
+    ("gpu_events_total", "GPU (events)", "GPU time of these calls' CUDA-event intervals"),
+    ("gpu_kernels_total", "GPU (kernels)",
+     "the kernels, memcpys and memsets these calls (and the ops in them) ran, as a union"),
+    ("events_per_kernels", "Events/kernels",
+     "GPU (events) / GPU (kernels); ! where they are more than 10% apart"),
+)
 NAME_CHARS = 60  # a longer name is cut in the cell; the full one shows on hover
 
 
 def summary_columns(trace: Trace) -> list[dict]:
-    return [{"key": key, "title": title, "tip": tip} for key, title, tip in _COLUMNS
-            if trace.has_gpu or not key.startswith("cuda")]
+    columns = [(key, title, tip) for key, title, tip in _COLUMNS
+               if trace.has_gpu or not key.startswith("cuda")]
+    if has_events_and_kernels(trace):
+        at = [key for key, _, _ in columns].index("cuda_time_total")
+        columns[at:at + 2] = _EVENTS_AND_KERNELS
+    return [{"key": key, "title": title, "tip": tip} for key, title, tip in columns]
+
+
+def cell(average, key: str) -> tuple[float, str]:
+    """One summary cell: the number it sorts by and the text it shows."""
+    if key == "events_per_kernels":
+        if not average.gpu_kernels_total:
+            return 0.0, "-"
+        ratio = average.gpu_events_total / average.gpu_kernels_total
+        return ratio, ratio_cell(ratio).strip()
+    value = getattr(average, key)
+    return value, str(value) if key == "count" else format_us(value)
 
 
 def op_averages(trace: Trace) -> list:
@@ -43,10 +68,9 @@ def summary_rows(trace: Trace) -> list[dict]:
     rows = []
     for average in op_averages(trace):
         row = {"name": average.name, "label": printable(average.name)}
-        for key in SORT_KEYS[:-1]:  # every key --sort accepts, shown as a column or not
-            value = getattr(average, key)
-            row[key] = value
-            row[f"{key}_text"] = str(value) if key == "count" else format_us(value)
+        # every key --sort accepts, shown as a column or not, and the cross-check's columns
+        for key in (*SORT_KEYS[:-1], *(key for key, _, _ in _EVENTS_AND_KERNELS)):
+            row[key], row[f"{key}_text"] = cell(average, key)
         rows.append(row)
     return rows
 
@@ -66,8 +90,7 @@ def summary_html(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int =
         cells = [f"<td title='{html_text(name)}' style='text-align:left;padding:1px 8px'>"
                  f"<code>{html_text(short)}</code></td>"]
         for column in columns[1:]:
-            value = getattr(average, column["key"])
-            text = str(value) if column["key"] == "count" else format_us(value)
+            _, text = cell(average, column["key"])
             cells.append(f"<td style='text-align:right;padding:1px 8px'>{text}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     more = (f"<p><i>{len(averages) - row_limit} more ops: re-run the cell for all of them.</i></p>"

@@ -179,3 +179,37 @@ def test_the_cross_check_on_what_the_recorders_converter_builds():
     (relu,) = by_name["aten::relu"]
     assert relu["ratio"] == pytest.approx(5.0 / 3.8, abs=0.1) and relu["disagree"]
     assert "GPU (kernels)" in trace.table()
+
+
+def test_one_ops_agreement_is_its_row_of_the_whole_cross_check():
+    from nbprof.gpu_agreement import op_agreement
+
+    trace = both_kinds()
+    for row in records(trace.gpu_agreement().ops):
+        one = op_agreement(trace, row["id"])
+        assert (one.events_ns / 1e3, one.kernels_ns / 1e3) == pytest.approx(
+            (row["events_us"], row["kernels_us"]))
+        assert one.disagree == row["disagree"]
+    to = trace.names.index("aten::to")
+    assert op_agreement(trace, int((trace.name_id == to).nonzero()[0][0])) is None  # no kernel
+    assert op_agreement(trace, 0) is None  # step: no event interval
+
+
+def test_the_widget_summary_and_details_show_events_and_kernels_side_by_side():
+    from nbprof.notebook.details import details_html
+    from nbprof.notebook.summary import summary_columns, summary_html, summary_rows
+
+    trace = both_kinds()
+    titles = [column["title"] for column in summary_columns(trace)]
+    assert titles[4:7] == ["GPU (events)", "GPU (kernels)", "Events/kernels"]
+    assert "CUDA total" not in titles
+    relu = next(row for row in summary_rows(trace) if row["name"] == "aten::relu")
+    assert relu["gpu_events_total"] == pytest.approx(0.080)
+    assert relu["gpu_kernels_total"] == pytest.approx(0.040)
+    assert relu["events_per_kernels_text"] == "2.00 !"  # more than 10% apart: flagged
+    assert "GPU (kernels)" in summary_html(trace) and "2.00 !" in summary_html(trace)
+    relu_id = int((trace.name_id == trace.names.index("aten::relu")).nonzero()[0][0])
+    pane = details_html(trace, relu_id)
+    assert "events 80 ns · kernels 40 ns · ratio 2.00: more than 10% apart" in pane
+    mm_id = int((trace.name_id == trace.names.index("aten::mm")).nonzero()[0][0])
+    assert "ratio 1.06" in details_html(trace, mm_id) and "apart" not in details_html(trace, mm_id)
