@@ -201,7 +201,9 @@ function drawView(S) {
     const shownLeft = Math.max(left, x0), shownRight = Math.min(right_, x1);
     const px = (shownRight - shownLeft) / nsPerPx;
     if (px >= LABEL_MIN_PX) {
-      const fitted = fitText(S, name, px - 6);
+      let fitted = fitText(S, name, px - 6);
+      // a block too narrow for "404 events, mostly …" still says how many it holds
+      if (count > 1 && fitted !== name && textWidth(S, `${count} events`) <= px - 6) fitted = `${count} events`;
       if (fitted) {
         text.x.push((shownLeft + shownRight) / 2); text.y.push(y + h / 2);
         text.text.push(fitted); text.color.push(textColorOn(color, alpha));

@@ -476,6 +476,8 @@ def test_names_are_drawn_inside_wide_bars_cut_to_fit(browser, alexnet, artifacts
                  and bars["top"][k] - 0.9 <= y <= bars["top"][k])
         shown = (min(bars["right"][k], trace.duration_ns) - max(bars["left"][k], 0)) / ns_per_px
         assert shown >= 30 and px <= shown
+        if bars["count"][k] > 1 and text == f"{bars['count'][k]} events":
+            continue  # a block too narrow for "N events, mostly ...": the count alone
         if text.endswith("…"):
             cut += 1
             assert bars["name"][k].startswith(text[:-1]) and bars["name"][k] != text[:-1]
@@ -782,4 +784,17 @@ def test_alt_wheel_zooms_the_lanes_so_cut_lanes_grow_back_and_reset_undoes_it(br
     page.evaluate("() => { const p = nb('nbprof_plot'); Bokeh.index.find_one(p).reset(); }")
     page.wait_for_function(f"() => nbState().depthCap === {cut}", timeout=5000)
     assert sorted(page.evaluate("nbY()")) == [0, page.evaluate("nbState().totalRows")]
+    page.close()
+
+
+def test_narrow_blocks_say_how_many_events_they_hold(browser, shared_traces, tmp_path, artifacts):
+    import re
+
+    trace = nbprof.load(shared_traces / "gpu_training_step_68k.json.gz")
+    page = open_page(browser, save_html(trace, tmp_path / "step.html"))
+    texts = page.evaluate("() => [...nb('nbprof_labels').data.text]")
+    counts = [t for t in texts if re.fullmatch(r"\d+ events", t)]
+    assert counts  # blocks too narrow for "N events, mostly aten::..." keep their count
+    assert not [t for t in texts if re.fullmatch(r"\d+ even.*…", t)]  # never "404 even…"
+    page.screenshot(path=artifacts / "timeline_training_step.png")
     page.close()
