@@ -26,7 +26,8 @@ import re
 
 import msgspec
 
-from .rawfile import TraceFormatError, file_pieces, without_bad_utf8, without_lone_surrogates
+from .rawfile import (MAX_LEADING_WHITESPACE, TraceFormatError, file_pieces, size_text,
+                      without_bad_utf8, without_lone_surrogates)
 from .read import SURROGATE_NOTE, UTF8_NOTE, decode_events, decode_text
 
 CHUNK_BYTES = 1 << 22  # text per chunk: per-chunk costs vanish, and its structs stay small
@@ -66,12 +67,22 @@ class EventChunks:
             return
         consumed, base = start, 0  # text bytes before `buffer`; events before it
         buffer = buffer[start:]
+        # Pieces wait in a list and join the buffer once it holds `need` bytes: a chunk, and
+        # after a failed cut (an event longer than the window searched) twice the window, so
+        # the bytes are copied a bounded number of times however long that event is.
+        waiting, waiting_bytes, need = [], 0, self.chunk_bytes
         more = True
         while more:
-            while len(buffer) >= self.chunk_bytes:
-                cut = self._cut(buffer, consumed, base)
+            while len(buffer) >= need:
+                cut = self._cut(buffer, consumed, base, need)
                 if cut is None:  # one event longer than a chunk: read on
-                    break
+                    blank = buffer[:MAX_LEADING_WHITESPACE + 1]  # a gzip of spaces: no trace
+                    if len(blank) > MAX_LEADING_WHITESPACE and not blank.strip():
+                        raise self._damaged(buffer[:1], "a run of over "
+                                            f"{size_text(MAX_LEADING_WHITESPACE)} of whitespace "
+                                            "where an event should be: no trace", consumed, base)
+                    need *= 2
+                    continue
                 events, rest_at = cut
                 count = len(events)
                 del cut
@@ -79,12 +90,15 @@ class EventChunks:
                 del events  # its structs hold the chunk's text (msgspec.Raw args): let both go
                 base += count
                 consumed += rest_at
-                buffer = buffer[rest_at:]
+                buffer, need = buffer[rest_at:], self.chunk_bytes
             piece = next(pieces, None)
             more = piece is not None
             if more:
-                buffer += piece
-        yield from self._last(buffer, base, consumed)
+                waiting.append(piece)
+                waiting_bytes += len(piece)
+                if len(buffer) + waiting_bytes >= need:
+                    buffer, waiting, waiting_bytes = b"".join([buffer, *waiting]), [], 0
+        yield from self._last(b"".join([buffer, *waiting]), base, consumed)
 
     def _events_start(self, buffer: bytes):
         """Where the first event's text begins in ``buffer``; None while more is needed; -1
@@ -109,10 +123,11 @@ class EventChunks:
         self.header = _OBJECT_HEADER
         return found.end()
 
-    def _cut(self, buffer: bytes, consumed: int, base: int):
-        """The whole events in about the first chunk_bytes of ``buffer``, and where the text
-        after them (past the comma) begins; None if no boundary is found."""
-        end, tries = self.chunk_bytes, 0
+    def _cut(self, buffer: bytes, consumed: int, base: int, limit: int):
+        """The whole events in about the first ``limit`` bytes of ``buffer``, and where the text
+        after them (past the comma) begins; None if no boundary is found there (an event longer
+        than that, or '},{' inside strings at every candidate tried: read on and try further)."""
+        end, tries = limit, 0
         while tries < MAX_CUT_TRIES:
             at = buffer.rfind(b"}", 0, end)
             if at < 0:
@@ -126,8 +141,7 @@ class EventChunks:
             events = self._decoded(body, consumed, base)
             if events is not None:
                 return events, boundary.end() - 1  # the next event's '{'
-        raise self._damaged(buffer[:self.chunk_bytes], None, consumed, base,
-                            "no boundary between events parses")
+        return None
 
     def _decoded(self, body: bytes, consumed: int, base: int):
         """The events of ``body`` (whole events joined by commas), repaired as read.py repairs
@@ -160,7 +174,7 @@ class EventChunks:
 
     def _damaged(self, text: bytes, error, consumed: int, base: int) -> TraceFormatError:
         """The error for a chunk that is not valid JSON: which event (counted over the file)
-        and which byte of the text."""
+        and which byte of the text. ``error``: msgspec's error, or what is wrong, in words."""
         message = str(error) if error is not None else "it does not parse"
         at = _AT_BYTE.search(message)
         byte = int(at.group(1)) if at else len(text)

@@ -267,6 +267,19 @@ def test_gzip_of_whitespace_stops_after_a_megabyte(tmp_path):
     assert peak < 16 << 20
 
 
+@pytest.mark.parametrize("head", [b"[", b'{"traceEvents": ['])
+def test_whitespace_where_the_events_should_be_stops_early_too(tmp_path, head):
+    # the same bomb one field over: inside the events list, past the leading-whitespace check
+    path = write(tmp_path, gzip.compress(head + b" " * (64 << 20), 1), "inside.json.gz")
+    tracemalloc.start()
+    try:
+        refused(path, "MiB of whitespace where an event should be")
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 << 20  # a chunk or two, not the 64 MiB
+
+
 def test_the_size_cap_stops_a_big_file_and_can_be_raised(tmp_path):
     content = json.dumps(doc([x(ts=i) for i in range(2000)])).encode()
     packed = write(tmp_path, gzip.compress(content), "t.json.gz")

@@ -166,3 +166,18 @@ def test_a_long_load_in_a_notebook_shows_a_progress_bar(tmp_path, monkeypatch):
     assert isinstance(bar.bar, ipywidgets.FloatProgress)
     assert bar.bar.value == bar.bar.max == path.stat().st_size
     assert bar.bar.comm is None  # closed when the load ended
+
+
+def test_an_event_longer_than_a_chunk_with_many_cuts_inside_its_strings_streams_on(tmp_path, monkeypatch):
+    # the first event's args hold 40 '},{' (each a cut candidate that does not parse) and are
+    # five chunks long: the events after it still come chunk by chunk, all of them, in order
+    tricky = x(0, args={"External id": 0, "text": '{"a": 1},{"b": 2}' * 40 + "y" * 8000})
+    events = [tricky] + [x(i) for i in range(1, 400)]
+    path = tmp_path / "long_first.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 2048)
+    chunks = list(stream.EventChunks(path, 1 << 30))
+    assert len(chunks) > 5 and [first for first, _ in chunks] == sorted(first for first, _ in chunks)
+    assert sum(len(events) for _, events in chunks) == 400
+    trace = nbprof.load(path)
+    assert len(trace) == 400 and trace.event_args[0]["text"] == tricky["args"]["text"]
