@@ -254,30 +254,28 @@ def test_a_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
     assert outcome
 
 
+def peak_of_refusal(path, *words) -> int:
+    """Python's peak allocation (bytes objects included) while ``path`` is refused."""
+    tracemalloc.start()
+    try:
+        refused(path, *words)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_gzip_of_whitespace_stops_after_a_megabyte(tmp_path):
     # 64 MiB of spaces in 64 KiB of gzip: refused after its first MiB, not decompressed whole
     # (a 4 GiB one took 8.5 GB and 70 s). Python's own allocations are counted: bytes only.
     path = write(tmp_path, gzip.compress(b" " * (64 << 20), 1), "spaces.json.gz")
-    tracemalloc.start()
-    try:
-        refused(path, "MiB of whitespace")
-        _now, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 16 << 20
+    assert peak_of_refusal(path, "MiB of whitespace") < 16 << 20
 
 
 @pytest.mark.parametrize("head", [b"[", b'{"traceEvents": ['])
 def test_whitespace_where_the_events_should_be_stops_early_too(tmp_path, head):
     # the same bomb one field over: inside the events list, past the leading-whitespace check
     path = write(tmp_path, gzip.compress(head + b" " * (64 << 20), 1), "inside.json.gz")
-    tracemalloc.start()
-    try:
-        refused(path, "MiB of whitespace where an event should be")
-        _now, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < 32 << 20  # a chunk or two, not the 64 MiB
+    assert peak_of_refusal(path, "MiB of whitespace where an event should be") < 32 << 20
 
 
 def test_the_size_cap_stops_a_big_file_and_can_be_raised(tmp_path):
