@@ -25,6 +25,12 @@ class KeyAverage:
     # union of the kernels under the same calls (their nested ops' included), side by side.
     gpu_events_total: float = 0.0
     gpu_kernels_total: float = 0.0
+    gpu_events_checked_total: float = 0.0  # events of the calls that have kernels too
+
+    @property
+    def events_per_kernels(self) -> float | None:
+        """The cross-check's ratio over the calls with both (None: no call has kernels)."""
+        return self.gpu_events_checked_total / self.gpu_kernels_total if self.gpu_kernels_total else None
 
     @property
     def key(self) -> str:
@@ -58,20 +64,24 @@ def key_averages(trace: Trace, sort_by: str = "cpu_time_total") -> list[KeyAvera
     cuda_ns = np.bincount(trace.name_id[trace.gpu_launch[launched]],
                           weights=(trace.gpu_end_ns - trace.gpu_start_ns)[launched],
                           minlength=names)
-    events_us = kernels_us = [0.0] * names
+    events_us = kernels_us = checked_us = [0.0] * names
     if both:
         from .gpu_agreement import op_gpu_times
 
         times = op_gpu_times(trace)
         op_names = trace.name_id[times.op]
-        events_us = (np.bincount(op_names, weights=times.event_end_ns - times.event_start_ns,
-                                 minlength=names) / 1e3).tolist()
+        event_ns = times.event_end_ns - times.event_start_ns
+        events_us = (np.bincount(op_names, weights=event_ns, minlength=names) / 1e3).tolist()
         kernels_us = (np.bincount(op_names, weights=times.kernels_ns, minlength=names)
                       / 1e3).tolist()
+        # the ratio compares the calls that have both (gpu_agreement's rows): a call on CPU
+        # tensors has events but no kernel, and would make its name's ratio look off
+        checked_us = (np.bincount(op_names, weights=np.where(times.kernels_ns > 0, event_ns, 0),
+                                  minlength=names) / 1e3).tolist()
     # plain floats (tolist), so rows print and serialise like any Python numbers
     cpu_us, self_us, cuda_us = (cpu_ns / 1e3).tolist(), (self_ns / 1e3).tolist(), (cuda_ns / 1e3).tolist()
     rows = [KeyAverage(trace.names[i], int(count[i]), cpu_us[i], self_us[i], cuda_us[i],
-                       events_us[i], kernels_us[i])
+                       events_us[i], kernels_us[i], checked_us[i])
             for i in np.flatnonzero(count).tolist()]
     return sort_rows(rows, sort_by)
 
@@ -88,8 +98,7 @@ def gpu_work_kinds(trace: Trace) -> tuple:
 
 def has_events_and_kernels(trace: Trace) -> bool:
     """Whether the trace has per-op CUDA-event intervals and other GPU work (kernels) both."""
-    is_op = trace.gpu_kind == KIND_OP
-    return bool(is_op.any() and not is_op.all())
+    return bool((trace.gpu_kind == KIND_OP).any() and np.isin(trace.gpu_kind, KERNEL_WORK).any())
 
 
 def sort_rows(rows, sort_by: str):
@@ -194,8 +203,7 @@ def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
         gpu = [format_us(row.cuda_time_total), format_us(row.cuda_time_avg)]
         if both:
             gpu = [format_us(row.gpu_events_total), format_us(row.gpu_kernels_total),
-                   ratio_cell(row.gpu_events_total / row.gpu_kernels_total)
-                   if row.gpu_kernels_total else "-"]
+                   "-" if row.events_per_kernels is None else ratio_cell(row.events_per_kernels)]
         cells.append([row.name,
                       f"{100.0 * row.self_cpu_time_total / total_cpu if total_cpu else 0.0:.2f}%",
                       format_us(row.self_cpu_time_total), format_us(row.cpu_time_total),

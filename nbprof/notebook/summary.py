@@ -45,10 +45,8 @@ def summary_columns(trace: Trace) -> list[dict]:
 def cell(average, key: str) -> tuple[float, str]:
     """One summary cell: the number it sorts by and the text it shows."""
     if key == "events_per_kernels":
-        if not average.gpu_kernels_total:
-            return 0.0, "-"
-        ratio = average.gpu_events_total / average.gpu_kernels_total
-        return ratio, ratio_cell(ratio).strip()
+        ratio = average.events_per_kernels
+        return (0.0, "-") if ratio is None else (ratio, ratio_cell(ratio).strip())
     value = getattr(average, key)
     return value, str(value) if key == "count" else format_us(value)
 

@@ -213,3 +213,37 @@ def test_the_widget_summary_and_details_show_events_and_kernels_side_by_side():
     assert "events 80 ns · kernels 40 ns · ratio 2.00: more than 10% apart" in pane
     mm_id = int((trace.name_id == trace.names.index("aten::mm")).nonzero()[0][0])
     assert "ratio 1.06" in details_html(trace, mm_id) and "apart" not in details_html(trace, mm_id)
+
+
+def test_a_call_with_events_but_no_kernel_does_not_skew_its_names_ratio():
+    # two aten::mm calls: one's 100 ns of events hold its 100 ns kernel, the other (on CPU
+    # tensors) has 100 ns of events and no kernel: they agree, as gpu_agreement says
+    from nbprof.notebook.summary import summary_rows
+
+    trace = Trace.build(
+        start_ns=[0, 200], end_ns=[50, 250], thread=[0, 0], name_id=[0, 0],
+        names=["aten::mm", "gemm"], threads=[(1, 1, "main")],
+        gpu_start_ns=[10, 20, 300], gpu_end_ns=[110, 120, 400], gpu_name_id=[0, 1, 0],
+        gpu_device=[0, 0, 0], gpu_stream=[0, 7, 0], gpu_launch=[0, 0, 1],
+        gpu_kind=[OP, KERNEL, OP])
+    [mm] = records(trace.gpu_agreement().names)
+    assert mm["ratio"] == pytest.approx(1.0) and not mm["disagree"]
+    [row] = [row for row in trace.key_averages() if row.name == "aten::mm"]
+    assert row.gpu_events_total == pytest.approx(0.2)  # all its events are still shown
+    assert row.events_per_kernels == pytest.approx(1.0)
+    assert "1.00" in trace.table() and "1.00 !" not in trace.table()
+    assert next(r for r in summary_rows(trace) if r["name"] == "aten::mm")[
+        "events_per_kernels_text"] == "1.00"
+
+
+def test_sync_rows_beside_op_events_are_no_kernels_to_check_against():
+    from nbprof.analysis import has_events_and_kernels
+
+    sync = GPU_KINDS.index("sync")
+    trace = Trace.build(
+        start_ns=[0], end_ns=[50], thread=[0], name_id=[0], names=["aten::mm", "sync"],
+        threads=[(1, 1, "main")], gpu_start_ns=[10, 20], gpu_end_ns=[110, 30],
+        gpu_name_id=[0, 1], gpu_device=[0, 0], gpu_stream=[0, 7], gpu_launch=[0, -1],
+        gpu_kind=[OP, sync])
+    assert not has_events_and_kernels(trace)
+    assert "GPU (kernels)" not in trace.table()
