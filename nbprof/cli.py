@@ -42,7 +42,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, bool]]:
     view.add_argument("--title", help="the page's title")
     view.add_argument("--full", action="store_true", help="embed every event, however many (past "
                       "5M events the page embeds a coarser level by default)")
-    view.add_argument("--max-events", type=int, default=None, metavar="N",
+    view.add_argument("--max-events", type=_positive, default=None, metavar="N",
                       help="embed at most N events (default 5000000); past it, coarser levels")
     view.add_argument("--max-size", type=_size, default=None, metavar="SIZE",
                       help="read at most this much uncompressed trace data (default 8G; "
@@ -143,7 +143,7 @@ def _view(options) -> int:
         print(f"nbprof: note: {note}", file=sys.stderr)
     # the embedding budget (timeline/served.py): --full none, --max-events N another
     extra = {"max_embedded_events": None} if options.full else (
-        {"max_embedded_events": options.max_events} if options.max_events else {})
+        {"max_embedded_events": options.max_events} if options.max_events is not None else {})
     path = save_html(trace, page, title=options.title or
                      f"nbprof: {' '.join(map(str, options.trace))}", **extra)
     print(f"nbprof: wrote {path} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU "
