@@ -260,6 +260,12 @@ def coarse_level(columns: RowColumns, budget: int) -> Level:
 
     level = level_at(resolution)
     while level is None:  # too many: coarser
+        if columns.span_ns / resolution <= 1:
+            # one "pixel" for the whole trace and still over budget: a bar per non-empty row is
+            # as coarse as a level gets (a budget under the number of rows, or a trace of
+            # instants), so that is the level, whatever the budget
+            bars = view_bars(columns, 0, columns.span_ns, 1.0)
+            return Level.of(bars, float(max(columns.span_ns, 1)), columns)
         resolution *= 2
         level = level_at(resolution)
     while resolution > 1:  # idle time and overlaps leave room: finer while it fits

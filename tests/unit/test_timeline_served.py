@@ -6,11 +6,13 @@ import numpy as np
 import orjson
 import pytest
 
+import nbprof
+from nbprof.events import Trace
 from nbprof.timeline import Timeline
 from nbprof.timeline.data import encode_events
 from nbprof.timeline.lanes import build_lanes
 from nbprof.timeline.packing import unpack_columns
-from nbprof.timeline.served import Served
+from nbprof.timeline.served import Served, served_past_budget
 from nbprof.timeline.sweep import coarser_levels, row_columns, view_bars
 from served_trace import hand_built_trace
 
@@ -216,5 +218,26 @@ def test_nbprof_view_takes_the_budget_and_full(shared_traces, tmp_path, capsys):
     assert main(["view", source, "-o", str(full), "--full"]) == 0
     assert "events (over the 100-event budget)" in coarse.read_text()  # the page's note
     assert "events (over the" not in full.read_text()
-    assert main(["view", source, "-o", str(tmp_path / "bad.html"), "--max-events", "-3"]) != 0
-    assert "max_embedded_events must be at least 1" in capsys.readouterr().err
+    for bad in ("-3", "0"):  # one usage line, as for any bad option (0 once meant the default)
+        with pytest.raises(SystemExit) as stopped:
+            main(["view", source, "-o", str(tmp_path / "bad.html"), "--max-events", bad])
+        assert stopped.value.code == 2
+        assert f"--max-events: must be at least 1, not {bad}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("budget", [3, 1])
+def test_a_budget_under_the_number_of_rows_gives_a_bar_per_row(shared_traces, budget):
+    # 16 events on 4 rows: no resolution fits 3 bars, and coarsening stops at one bar per row
+    # (it used to double the resolution for ever)
+    trace = nbprof.load(shared_traces / "cpu_only_rank34.json.gz")
+    lanes = build_lanes(trace)
+    served = served_past_budget(trace, lanes, budget)
+    rows = len(set(lanes.cpu_row.tolist()) | set(lanes.gpu_row.tolist()))
+    assert len(served.coarse.left) == rows and sum(served.coarse.count) == len(trace)
+
+
+def test_a_trace_of_one_instant_in_time_has_a_level_too():
+    trace = Trace.build(start_ns=[5] * 6, end_ns=[5] * 6, thread=[0] * 6, name_id=[0] * 6,
+                        names=["tick"], threads=[(1, 1, "main")])
+    served = served_past_budget(trace, build_lanes(trace), 2)
+    assert sum(served.coarse.count) == 6
