@@ -1,6 +1,6 @@
 // nbprof timeline: level-of-detail drawing of the hidden event columns (nbprof/timeline/).
 // This file and then timeline_decode.js, timeline_draw.js, timeline_text.js,
-// timeline_overlays.js, timeline_input.js and timeline_main.js, joined in that order
+// timeline_overlays.js, timeline_served.js, timeline_input.js and timeline_main.js, joined in that order
 // (nbprof/timeline/jsfiles.py), are the body of ONE Bokeh CustomJS that every trigger of a
 // timeline shares: document ready, x-range change, tap, hover, box select, and the sources
 // Python sets (`cb_obj` says which fired); a ResizeObserver redraws when the plot's size changes

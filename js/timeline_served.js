@@ -89,7 +89,15 @@ function chooseEntries(S) {
 }
 
 function restoreAnswer(S) {
-  if (S.answer && S.answer.key === viewKey()) Object.assign(S, S.answer.entries);
+  // After the overview swept its own level: back to the view's entries, the kernel's answer
+  // where it has one for this view, else the view's level (taps, hover and links read S).
+  const key = viewKey();
+  if (S.answer && S.answer.key === key) {
+    Object.assign(S, S.answer.entries);
+    return;
+  }
+  const [x0, x1, width] = key.split("|").map(Number);
+  Object.assign(S, levelFor(S, (x1 - x0) / width));
 }
 
 function onServedAnswer(S) {

@@ -17,7 +17,6 @@ pyarrow is imported here only, when first used: the model stays numpy-only.
 from __future__ import annotations
 
 import json
-import pathlib
 from collections.abc import Mapping
 
 import numpy as np

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .analysis import gpu_work_kinds
-from .events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, NO_ID, Trace
+from .events import KIND_MEMCPY, KIND_MEMSET, NO_ID, Trace
 from .intervals import covered_ns, gaps_in_windows, merge_by_group, touches_any, union_ns_by_group
 from .tables import make_table
 

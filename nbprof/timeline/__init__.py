@@ -2,7 +2,8 @@
 
 Interface (the notebook widget builds on it)::
 
-    tl = Timeline(trace, height=None, width=None)   # height None: follows the lanes
+    tl = Timeline(trace, height=None, width=None,   # height None: follows the lanes
+                  max_embedded_events=5_000_000) # past it: coarse levels, the kernel serves views
     tl.layout            # the Bokeh root (a column: note, main plot, overview strip) to show or save
     tl.lanes             # full lane names in display order, unique: "pid 1234 · MainThread (1234)",
                          # "GPU 0 stream 7" (a merged job's start "rank N · "); set_filter takes them
@@ -25,7 +26,7 @@ Interface (the notebook widget builds on it)::
                          # length (sets x_range; the browser checks again with its real width)
     tl.plot, tl.overview, tl.rendered              # the main figure, the strip, what is drawn now
     timeline(trace, **kw) -> tl.layout
-    save_html(trace, path, title=None) -> path    # standalone page, BokehJS inline, works offline
+    save_html(trace, path, title=None, **Timeline options) -> path  # standalone page, works offline
     tl.save(path, title=None) -> path             # the same for this Timeline, as it is now
 
 highlight/set_filter/select/bring_into_view only change ColumnDataSource data that js/timeline*.js

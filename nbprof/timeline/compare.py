@@ -116,15 +116,12 @@ def save_compare_html(before, after, path, *, title: str | None = None, row_limi
     """A standalone page (BokehJS inline: opens offline) of what changed from ``before`` to
     ``after``: the diff table and the aligned two-run figure. Written whole, then moved into place,
     so a failed write leaves any earlier page as it was."""
-    import os
-    import pathlib
-    import tempfile
-
     from bokeh.embed import file_html
     from bokeh.layouts import column
     from bokeh.models import Div
     from bokeh.resources import INLINE
 
+    from ..atomic import make_folders, write_file
     from ..trace_diff import compare
 
     comparison = compare(before, after)
@@ -132,15 +129,6 @@ def save_compare_html(before, after, path, *, title: str | None = None, row_limi
     text = comparison.table.table(row_limit=row_limit)
     page = column(Div(text=f"<pre style='font-size:12px'>{html_text(text)}</pre>",
                       sizing_mode="stretch_width"), plot, sizing_mode="stretch_width")
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     content = file_html(page, resources=INLINE, title=title or "nbprof diff")
-    handle, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(content)
-        os.replace(scratch, path)
-    except BaseException:
-        os.unlink(scratch)
-        raise
-    return path, comparison
+    make_folders(path, "the diff page")
+    return write_file(path, content, "the diff page"), comparison
