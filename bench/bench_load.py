@@ -3,7 +3,7 @@
 The file: ../shared/traces/gpu_training_step_68k.json.gz's events tiled in time until the text
 reaches --mb megabytes, each copy with fresh ids (External id, correlation, flow id) and times,
 written as a plain .json under --work (deleted afterwards). Each reader runs in a fresh Python
-(modules imported before the clock starts); its peak RSS is the child's ``ru_maxrss``. Prints
+(modules imported before the clock starts); its peak RSS is the child's VmHWM. Prints
 time nbprof / json.load (target <= 0.5) and peak RSS / file size (target <= 0.35; json.load is
 ~4.8x).
 
@@ -72,8 +72,11 @@ def build(path: pathlib.Path, megabytes: float) -> int:
 def child(code: str) -> tuple[dict, int]:
     """Run ``code`` in a fresh Python; its JSON line (with its whole CPU time, s, added: on a
     shared machine wall time is noisy) and its peak RSS (bytes)."""
-    epilogue = ("\nimport resource as _r\n_u = _r.getrusage(_r.RUSAGE_SELF)\n"
-                "print('CPU', _u.ru_utime + _u.ru_stime)\nprint('MAXRSS', _u.ru_maxrss)")
+    # Peak RSS: the child's VmHWM as it ends. getrusage's ru_maxrss would carry this process's
+    # peak (it built the file) across fork and exec; VmHWM starts afresh at exec.
+    epilogue = ("\nimport resource as _r, re as _re\n_u = _r.getrusage(_r.RUSAGE_SELF)\n"
+                "print('CPU', _u.ru_utime + _u.ru_stime)\nprint('HWM', _re.search("
+                "r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))")
     done = subprocess.run([sys.executable, "-c", code + epilogue], stdout=subprocess.PIPE,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, text=True)
     if done.returncode:
@@ -84,7 +87,18 @@ def child(code: str) -> tuple[dict, int]:
     return result, int(lines[-1].split()[1]) * 1024
 
 
+def settled(path: pathlib.Path) -> None:
+    """The fresh file flushed to disk and read once, so that neither reader pays for the
+    kernel writing it back (the first runs' nbprof, read right after the build, waited ~60 s
+    of its wall time on writeback) and both find it in the page cache."""
+    os.sync()
+    with open(path, "rb") as stream:
+        while stream.read(1 << 24):
+            pass
+
+
 def measure(path: pathlib.Path) -> None:
+    settled(path)
     size = path.stat().st_size
     json_code = (f"import json, time\nt0 = time.perf_counter()\n"
                  f"with open({str(path)!r}) as f: data = json.load(f)\n"

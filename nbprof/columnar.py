@@ -91,10 +91,12 @@ def loads(text: str):
 
 
 class LazyRows(Mapping):
-    """row -> value of a sparse extra, decoded from the file's column when a row is asked for."""
+    """row -> value of a sparse extra, decoded from the file's column when a row is asked for.
+    ``index`` (where given) is each row's position in ``texts``: a merge of ranks reorders the
+    rows without copying the texts."""
 
-    def __init__(self, rows: np.ndarray, texts, decode):
-        self._rows, self._texts, self._decode = rows, texts, decode
+    def __init__(self, rows: np.ndarray, texts, decode, index=None):
+        self._rows, self._texts, self._decode, self._index = rows, texts, decode, index
 
     def __len__(self):
         return len(self._rows)
@@ -114,23 +116,34 @@ class LazyRows(Mapping):
         at = self._position(row)
         if at < 0:
             raise KeyError(row)
+        at = at if self._index is None else int(self._index[at])
         return self._decode(self._texts[at].as_py())
 
     def __contains__(self, row):
         return self._position(row) >= 0
 
+    def _positions(self) -> np.ndarray:
+        return np.arange(len(self._rows)) if self._index is None else self._index
+
     @classmethod
     def combined(cls, parts: list, new_rows: np.ndarray) -> "LazyRows | None":
-        """Several LazyRows as one (see nbprof.ranks.combine_sparse), values still undecoded;
-        None if they decode differently."""
+        """Several LazyRows as one (see nbprof.ranks.combine_sparse), values still undecoded
+        and their texts not copied (a chunked array of the parts' texts); None if they decode
+        differently."""
         pa = require("pyarrow")
         decode = parts[0][0]._decode
         if any(part._decode is not decode for part, _base in parts):
             return None
         rows = new_rows[np.concatenate([part._rows + base for part, base in parts])]
         order = np.argsort(rows, kind="stable")
-        texts = pa.concat_arrays([part._texts for part, _base in parts]).take(pa.array(order))
-        return cls(rows[order], texts, decode)
+        chunks, index, first = [], [], 0
+        for part, _base in parts:
+            texts = part._texts
+            chunks += texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
+            index.append(part._positions() + first)
+            first += len(texts)
+        texts = pa.chunked_array(chunks, type=chunks[0].type) if chunks else parts[0][0]._texts
+        return cls(rows[order], texts, decode, np.concatenate(index)[order])
 
 
 # -- writing -----------------------------------------------------------------------------------------

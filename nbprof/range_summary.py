@@ -33,22 +33,29 @@ class RangeSummary(NamedTuple):
     gpu: RangeSide
 
 
-def range_summary(trace: Trace, start_ns: int, end_ns: int, top: int = TOP) -> RangeSummary:
+def range_summary(trace: Trace, start_ns: int, end_ns: int, top: int = TOP, *,
+                  cpu_shown=None, gpu_shown=None) -> RangeSummary:
     """Per name, count and time inside ``start_ns``..``end_ns`` (the trace's own times), CPU and
-    GPU separately, the ``top`` names with most time first (ties: more events, then by name)."""
+    GPU separately, the ``top`` names with most time first (ties: more events, then by name).
+    ``cpu_shown`` / ``gpu_shown``: bool per event / GPU interval, what the timeline shows (its
+    lane filter); None counts all."""
     start_ns, end_ns = int(start_ns), int(end_ns)
     if end_ns < start_ns:
         start_ns, end_ns = end_ns, start_ns  # a drag from right to left
-    cpu = _side(trace.names, trace.start_ns, trace.end_ns, trace.name_id, start_ns, end_ns, top)
+    cpu = _side(trace.names, trace.start_ns, trace.end_ns, trace.name_id, start_ns, end_ns, top,
+                cpu_shown)
     gpu = _side(trace.names, trace.gpu_start_ns, trace.gpu_end_ns, trace.gpu_name_id, start_ns,
-                end_ns, top)
+                end_ns, top, gpu_shown)
     return RangeSummary(start_ns, end_ns, cpu, gpu)
 
 
-def _side(names, starts, ends, name_ids, start_ns: int, end_ns: int, top: int) -> RangeSide:
+def _side(names, starts, ends, name_ids, start_ns: int, end_ns: int, top: int,
+          shown) -> RangeSide:
     overlap = (starts < end_ns) & (ends > start_ns)
     # an instant (zero-length) event counts where it lies in the range, edges included
     overlap |= (starts == ends) & (starts >= start_ns) & (starts <= end_ns)
+    if shown is not None:
+        overlap &= np.asarray(shown, bool)
     inside = np.minimum(ends[overlap], end_ns) - np.maximum(starts[overlap], start_ns)
     ids = name_ids[overlap]
     count = np.bincount(ids, minlength=len(names))

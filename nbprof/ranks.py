@@ -250,7 +250,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
                                    "self", "gstart", "gend", "gname", "gdev", "gstream", "glaunch",
                                    "gkind")}
     sparse = {"event_args": [], "shapes": [], "stacks": [], "gpu_args": []}  # (rows, row base)
-    notes, rank_meta = [], []
+    notes, rank_meta, segments = [], [], []
     event_base = gpu_base = 0
     for trace, rank, source, shift in zip(traces, ranks, sources, shifts):
         name_map = np.array([name_index.setdefault(n, len(name_index)) for n in trace.names]
@@ -268,22 +268,24 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
             name = (trace.meta.get("device_names") or {}).get(device)
             if name is not None:
                 device_names[len(gpu_devices) - 1] = name
-        offset = shift["offset_ns"]
-        columns["start"].append(trace.start_ns + offset)
-        columns["end"].append(trace.end_ns + offset)
-        columns["thread"].append(trace.thread + thread_base)
+        # Times, threads and ids are shifted after concatenating, in place (see _shifted): at
+        # millions of rows each pass over a column counts.
+        segments.append((len(trace), len(trace.gpu_start_ns), shift["offset_ns"], thread_base,
+                         event_base))
+        columns["start"].append(trace.start_ns)
+        columns["end"].append(trace.end_ns)
+        columns["thread"].append(trace.thread)
         columns["name"].append(name_map[trace.name_id])
         columns["cat"].append(category_map[trace.category])
         columns["depth"].append(trace.depth)
-        columns["parent"].append(np.where(trace.parent >= 0, trace.parent + event_base, NO_ID))
+        columns["parent"].append(trace.parent)
         columns["self"].append(trace.self_ns)
-        columns["gstart"].append(trace.gpu_start_ns + offset)
-        columns["gend"].append(trace.gpu_end_ns + offset)
+        columns["gstart"].append(trace.gpu_start_ns)
+        columns["gend"].append(trace.gpu_end_ns)
         columns["gname"].append(name_map[trace.gpu_name_id])
         columns["gdev"].append(device_map[trace.gpu_device])
         columns["gstream"].append(trace.gpu_stream)
-        columns["glaunch"].append(np.where(trace.gpu_launch >= 0, trace.gpu_launch + event_base,
-                                           NO_ID))
+        columns["glaunch"].append(trace.gpu_launch)
         columns["gkind"].append(trace.gpu_kind)
         for extra, base in (("event_args", event_base), ("shapes", event_base),
                             ("stacks", event_base), ("gpu_args", gpu_base)):
@@ -298,6 +300,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         raise ValueError(f"{len(categories)} event categories across the ranks: at most 256")
 
     cat = {key: np.concatenate(parts) if parts else np.zeros(0) for key, parts in columns.items()}
+    _shifted(cat, segments)
     trace = _sorted_trace(cat, names=list(name_index), threads=threads, categories=categories,
                           **sparse)
     backends = sorted({str(t.meta.get("backend")) for t in traces})
@@ -308,6 +311,26 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         len(traces), "thread_rank": thread_rank, "gpu_devices": gpu_devices,
         "device_names": device_names, "ranks": rank_meta, "notes": notes}
     return trace
+
+
+def _shifted(c: dict, segments: list) -> None:
+    """Each rank's rows of the concatenated columns put on the merged clock, threads and ids
+    (NO_ID stays), in place."""
+    parent, launch = c["parent"].astype(np.int64), c["glaunch"].astype(np.int64)
+    lo = glo = 0
+    for rows, gpu_rows, offset, thread_base, event_base in segments:
+        hi, ghi = lo + rows, glo + gpu_rows
+        for key in ("start", "end"):
+            c[key][lo:hi] += offset
+        for key in ("gstart", "gend"):
+            c[key][glo:ghi] += offset
+        c["thread"][lo:hi] += thread_base
+        part = parent[lo:hi]
+        part[part >= 0] += event_base
+        part = launch[glo:ghi]
+        part[part >= 0] += event_base
+        lo, glo = hi, ghi
+    c["parent"], c["glaunch"] = parent, launch
 
 
 def _sorted_trace(c: dict, **tables) -> Trace:
@@ -323,10 +346,14 @@ def _sorted_trace(c: dict, **tables) -> Trace:
     new_gpu_row = np.empty(len(gpu_order), np.int64)
     new_gpu_row[gpu_order] = np.arange(len(gpu_order))
 
-    def remap_ids(column):
-        column = column.astype(np.int64)
-        return np.where(column >= 0, new_id[np.clip(column, 0, None)] if len(new_id) else NO_ID,
-                        NO_ID)
+    def remap_ids(column):  # int64 ids into the concatenation, NO_ID where none
+        if not len(new_id):
+            return np.full(len(column), NO_ID, np.int32)
+        missing = column < 0
+        column[missing] = 0
+        remapped = new_id[column]
+        remapped[missing] = NO_ID
+        return remapped
 
     return Trace(
         start_ns=c["start"][order], end_ns=c["end"][order], thread=c["thread"][order],

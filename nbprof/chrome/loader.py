@@ -175,33 +175,43 @@ class Load:
         gpu_rows = np.flatnonzero(is_gpu)
         gpu_rows = gpu_rows[np.lexsort((end_ns[gpu_rows], start_ns[gpu_rows]))]
 
+        launch = self.launches(cpu_rows, gpu_rows, flows)
+        gpu = dict(gpu_start_ns=start_ns[gpu_rows], gpu_end_ns=end_ns[gpu_rows],
+                   gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows),
+                   gpu_stream=self.streams(gpu_rows), gpu_launch=launch,
+                   gpu_kind=self.gpu_kinds(gpu_rows),
+                   gpu_args=LazyArgs.of(s.args, gpu_rows, "all"))
+        s.args.drop_ids()
+        cpu_start, cpu_end = start_ns[cpu_rows], end_ns[cpu_rows]
+        del start_ns, end_ns
         tid_codes, tid_table = first_seen_order(s.tid.codes[cpu_rows], s.tid.table)
         distinct, pair = distinct_pairs(s.pid.codes[cpu_rows], s.pid.table, tid_codes, tid_table)
+        del tid_codes
         thread_of_pair, threads = self.thread_table(distinct)
         thread = np.array(thread_of_pair, np.int32)[pair] if distinct else pair
+        del pair
         categories, category = self._category_column(s.cat.table, s.cat.codes[cpu_rows])
-        launch = self.launches(cpu_rows, gpu_rows, flows)
+        name_id = s.name.codes[cpu_rows]
+        cpu_extras = {view: LazyArgs.of(s.args, cpu_rows, view)
+                      for view in ("args", "shapes", "stacks")}
+        # The file's columns are not needed past here: freed before nesting, the peak of a
+        # big load (the Trace's own columns are then all that grows).
+        s.ts = s.dur = None
+        for column in (s.name, s.cat, s.pid, s.tid):
+            column.codes = None
+        del cpu_rows, gpu_rows, is_gpu
         if skipped:
             self.notes.append(f"{skipped} events of phases nbprof does not read (async, object, "
                               f"sample, ...) were skipped")
-        cpu_start, cpu_end = start_ns[cpu_rows], end_ns[cpu_rows]
         depth, parent, self_ns = nest(cpu_start, cpu_end, thread)
         trace = Trace(
-            start_ns=cpu_start, end_ns=cpu_end, thread=thread, name_id=s.name.codes[cpu_rows],
-            category=category, depth=depth, parent=parent, self_ns=self_ns,
-            gpu_start_ns=start_ns[gpu_rows], gpu_end_ns=end_ns[gpu_rows],
-            gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows),
-            gpu_stream=self.streams(gpu_rows), gpu_launch=launch,
-            gpu_kind=self.gpu_kinds(gpu_rows), names=s.name.table, threads=threads,
-            categories=categories,
+            start_ns=cpu_start, end_ns=cpu_end, thread=thread, name_id=name_id,
+            category=category, depth=depth, parent=parent, self_ns=self_ns, **gpu,
+            names=s.name.table, threads=threads, categories=categories,
             instants=self._instants(instants, origin_us) if instants else None,
             counters=self._counters(counters, origin_us) if counters else (),
-            event_args=LazyArgs.of(s.args, cpu_rows, "args"),
-            shapes=LazyArgs.of(s.args, cpu_rows, "shapes"),
-            stacks=LazyArgs.of(s.args, cpu_rows, "stacks"),
-            gpu_args=LazyArgs.of(s.args, gpu_rows, "all"),
-            meta=self.meta(round(origin_us * 1000)))
-        s.args.drop_ids()
+            event_args=cpu_extras["args"], shapes=cpu_extras["shapes"],
+            stacks=cpu_extras["stacks"], meta=self.meta(round(origin_us * 1000)))
         return self.finish(trace)
 
     def _in_range_ns(self, ts_us: np.ndarray, origin_us: float, what: str):

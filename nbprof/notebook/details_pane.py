@@ -60,8 +60,10 @@ class DetailsPane(ipywidgets.VBox):
             rows = event_links(self.trace, row)
         self.links.children = [self._link_row(link_row) for link_row in rows]
 
-    def show_range(self, start_ns: int, end_ns: int) -> None:
-        self.body.value = range_summary_html(self.trace, range_summary(self.trace, start_ns, end_ns))
+    def show_range(self, start_ns: int, end_ns: int, shown=(None, None)) -> None:
+        """The area's summary; ``shown``: (CPU, GPU) bool masks of what the lane filter shows."""
+        summary = range_summary(self.trace, start_ns, end_ns, cpu_shown=shown[0], gpu_shown=shown[1])
+        self.body.value = range_summary_html(self.trace, summary)
         self.links.children = []
 
     def link_buttons(self) -> list[ipywidgets.Button]:

@@ -178,7 +178,7 @@ class TraceWidget(ipywidgets.VBox):
         back the selected event's details."""
         starts, ends = list(data.get("start_ns", [])), list(data.get("end_ns", []))
         if starts and ends:
-            self.details.show_range(int(starts[0]), int(ends[0]))
+            self.details.show_range(int(starts[0]), int(ends[0]), self.timeline.shown())
             self.panes.selected_index = 0
         else:
             self.details.show(*(self.details.shown or (None, "cpu")))

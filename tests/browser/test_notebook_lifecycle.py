@@ -36,8 +36,11 @@ _ZOOM_JS = """(live) => { for (const view of Bokeh.index.roots) {
     const before = JSON.stringify(bars.data.left.slice(0, 50));
     const {start, end} = plot.x_range;
     plot.x_range.setv({start: start + (end - start) * 0.45, end: start + (end - start) * 0.55});
-    return new Promise(resolve => setTimeout(() => resolve(
-        bars.data.left.length > 0 && JSON.stringify(bars.data.left.slice(0, 50)) !== before), 500));
+    // redrawn bars, waited for up to 5 s (a loaded machine may take more than a frame or two)
+    const changed = () => bars.data.left.length > 0 && JSON.stringify(bars.data.left.slice(0, 50)) !== before;
+    return new Promise(resolve => { const t0 = Date.now(); const poll = () =>
+        changed() ? resolve(true) : Date.now() - t0 > 5000 ? resolve(false) : setTimeout(poll, 100);
+        poll(); });
     } return false; }"""
 
 

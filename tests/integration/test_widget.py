@@ -189,6 +189,17 @@ def test_an_area_selection_summarises_its_range_in_the_details(alexnet):
     assert html_text(alexnet.names[alexnet.name_id[5]]) in widget.details.value
 
 
+def test_an_area_selection_counts_only_what_the_lane_filter_shows(alexnet):
+    widget = nbprof.widget(alexnet)
+    start, end = int(alexnet.gpu_start_ns[10]), int(alexnet.gpu_end_ns[40])
+    widget.timeline.area_selection.data = {"start_ns": [start], "end_ns": [end]}
+    assert ", 0 GPU intervals" not in widget.details.value  # the GPU lanes are shown
+    gpu_group = next(g for g in widget.timeline.lane_groups if "GPU" in g)
+    widget.lane_filter._group_boxes[gpu_group][0].value = False  # the user hides the GPU lanes
+    widget.timeline.area_selection.data = {"start_ns": [start], "end_ns": [end + 1]}  # a new drag
+    assert ", 0 GPU intervals" in widget.details.value and "Selected range" in widget.details.value
+
+
 def test_with_stack_the_details_show_the_users_frames_and_the_cell_number():
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
