@@ -269,7 +269,7 @@ def _draw_rows(cpu_lane, cpu_sub, gpu_lane, gpu_sub, n_lanes):
                 ((cpu_lane, cpu_sub), (gpu_lane, gpu_sub))]
         row_keys, row_of = np.unique(np.concatenate(keys), return_inverse=True)
         row_of = row_of.reshape(-1).astype(np.int32)
-        return (row_keys // 65536).astype(np.int64), (row_keys % 65536).astype(np.int64), \
+        return (row_keys // 65536).astype(np.int32), (row_keys % 65536).astype(np.int64), \
             row_of[:len(cpu_lane)], row_of[len(cpu_lane):]
     cells = []
     for lane, sub in ((cpu_lane, cpu_sub), (gpu_lane, gpu_sub)):
@@ -281,7 +281,9 @@ def _draw_rows(cpu_lane, cpu_sub, gpu_lane, gpu_sub, n_lanes):
         used[cell] = True
     row_of_cell = (np.cumsum(used, dtype=np.int32) - 1).astype(np.int32)
     in_use = np.flatnonzero(used)
-    return in_use // stride, in_use % stride, row_of_cell[cells[0]], row_of_cell[cells[1]]
+    # row_lane as int32: gathered per event (Timeline.shown's lanes), it costs 4 bytes each, not 8
+    return (in_use // stride).astype(np.int32), in_use % stride, row_of_cell[cells[0]], \
+        row_of_cell[cells[1]]
 
 
 def cpu_families(trace: Trace) -> np.ndarray:

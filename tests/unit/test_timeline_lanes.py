@@ -187,6 +187,7 @@ def test_draw_rows_are_the_lane_and_depth_pairs_in_use_in_lane_order(monkeypatch
                               "GPU 0 stream -1"]
     # per-event rows take 4 bytes, not 8: at 10^8 events that is 400 MB less
     assert lanes.cpu_row.dtype == lanes.gpu_row.dtype == np.int32
+    assert lanes.row_lane[lanes.cpu_row].dtype == np.int32  # the per-event lanes the filter keeps
     # the dense (lane, depth) table and the sort it replaced (kept for deep traces) agree
     monkeypatch.setattr(lanes_module, "_DENSE_ROW_CELLS", 0)
     sorted_lanes = build_lanes(trace)
