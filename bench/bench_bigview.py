@@ -18,6 +18,13 @@ adds to each zoom or pan step in the notebook. Target: <= 0.5 s a step at 100M e
 
     .venv/bin/python bench/bench_bigview.py [--events 10000000] [--small 1000000] [--repeats 2]
     .venv/bin/python bench/bench_bigview.py --pages 0 --served 100000000
+
+``--build N,M`` times Timeline(trace) itself (what the notebook waits for before the widget shows)
+on the same synthetic traces at N and M events, alternating, and prints the ratio: linear is M/N
+(10x for 1M -> 10M; the larger is served, past the 5M budget). Also build_lanes alone, and the
+peak memory numpy allocated during a build (tracemalloc, a separate run).
+
+    .venv/bin/python bench/bench_bigview.py --pages 0 --build 1000000,10000000
 """
 
 from __future__ import annotations
@@ -204,6 +211,46 @@ def served_steps(events: int, repeats: int = 3) -> None:
     print(f"worst answer (sweep + packing) {worst:.3f} s (target <= 0.5 s a step); peak RSS {peak:.1f} GB")
 
 
+def build_times(sizes: list[int], repeats: int = 2) -> None:
+    import gc
+    import tracemalloc
+
+    from nbprof.timeline.lanes import build_lanes
+
+    Timeline(synthetic_trace(1000), max_embedded_events=100)  # compile (or load) numba's code
+    traces = {size: synthetic_trace(size) for size in sizes}
+    times: dict[int, dict[str, list]] = {size: {"lanes_s": [], "timeline_s": []} for size in sizes}
+    for _ in range(repeats):  # alternate: the machine is shared, drift hits both sizes
+        for size, trace in traces.items():
+            started = time.perf_counter()
+            build_lanes(trace)
+            laned = time.perf_counter()
+            timeline = Timeline(trace)
+            built = time.perf_counter()
+            times[size]["lanes_s"].append(laned - started)
+            times[size]["timeline_s"].append(built - laned)
+            del timeline
+            gc.collect()
+    for size, trace in traces.items():  # tracemalloc slows Python code: not while timing
+        tracemalloc.start()
+        timeline = Timeline(trace)
+        times[size]["peak_MB"] = [tracemalloc.get_traced_memory()[1] / 1e6]
+        times[size]["kept_MB"] = [tracemalloc.get_traced_memory()[0] / 1e6]
+        tracemalloc.stop()
+        del timeline
+        gc.collect()
+    small, large = sizes[0], sizes[-1]
+    print(f"\nTimeline(trace) build, synthetic traces (median of {repeats}; memory: numpy's "
+          "allocations during the build, peak and kept by the Timeline)")
+    print(f"{'':12}" + "".join(f"{size:>14,}" for size in sizes) + f"{'ratio':>10}")
+    for key in ("lanes_s", "timeline_s", "peak_MB", "kept_MB"):
+        values = [statistics.median(times[size][key]) for size in sizes]
+        print(f"{key:12}" + "".join(f"{value:14,.2f}" for value in values) +
+              f"{values[-1] / values[0] if values[0] else float('nan'):9.1f}x")
+    print(f"linear would be {large / small:.1f}x; all runs: " +
+          "; ".join(f"{size:,}: {times[size]['timeline_s']}" for size in sizes))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=10_000_000)
@@ -212,11 +259,15 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=1, help="0: skip the browser pages")
     parser.add_argument("--served", type=int, default=0,
                         help="time the kernel's served answers on this many synthetic events")
+    parser.add_argument("--build", default="",
+                        help="time Timeline(trace) at these sizes, side by side: 1000000,10000000")
     options = parser.parse_args()
     if options.pages:
         pages(options.small, options.events, options.repeats)
     if options.served:
         served_steps(options.served)
+    if options.build:
+        build_times([int(size) for size in options.build.split(",")], options.repeats)
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ def build_lanes(trace: Trace) -> Lanes:
     pids = sorted({t.pid for t in threads})
     show_pid = len(pids) > 1
     labels, short, groups = [], [], []
-    lane_of_thread = np.zeros(len(trace.threads), np.int64)
+    lane_of_thread = np.zeros(len(trace.threads), np.int32)
     for lane, i in enumerate(thread_order):  # one iteration per thread, not per event
         thread = threads[i]
         lane_of_thread[used_threads[i]] = lane
@@ -149,9 +149,9 @@ def build_lanes(trace: Trace) -> Lanes:
     n_cpu_lanes = len(labels)
 
     # GPU lanes: one per (device, stream) in use.
-    unique_streams, gpu_stream_index = np.unique(trace.gpu_stream_keys(), return_inverse=True)
+    unique_streams, gpu_stream_index = _stream_codes(trace)
     op_events_only = np.ones(len(unique_streams), bool)
-    np.logical_and.at(op_events_only, gpu_stream_index, trace.gpu_kind == KIND_OP)
+    op_events_only[gpu_stream_index[trace.gpu_kind != KIND_OP]] = False
     for key_index, key in enumerate(unique_streams):  # one iteration per stream
         device, stream = split_stream_key(key)
         rank, device = own_devices.get(device, (None, device))
@@ -170,47 +170,120 @@ def build_lanes(trace: Trace) -> Lanes:
     # Rank by rank (a stable sort: within a rank, its CPU lanes then its GPU lanes).
     lane_order = np.argsort(np.array(lane_rank, np.int64), kind="stable") if merged else \
         np.arange(len(labels))
-    new_lane = np.empty(len(labels), np.int64)
+    new_lane = np.empty(len(labels), np.int32)
     new_lane[lane_order] = np.arange(len(labels))
     labels, groups = [labels[i] for i in lane_order], [groups[i] for i in lane_order]
     short = [short[i] for i in lane_order]
     is_gpu = is_gpu[lane_order]
 
-    cpu_lane = new_lane[lane_of_thread[trace.thread]] if len(trace) else np.zeros(0, np.int64)
-    cpu_sub = trace.depth.astype(np.int64)
-
-    gpu_lane = new_lane[n_cpu_lanes + gpu_stream_index.astype(np.int64).reshape(-1)] if \
-        len(gpu_stream_index) else np.zeros(0, np.int64)
-    is_op = trace.gpu_kind == KIND_OP
-    launch = trace.gpu_launch
-    launch_depth = np.where(launch >= 0, trace.depth[np.clip(launch, 0, max(len(trace) - 1, 0))]
-                            if len(trace) else 0, 0).astype(np.int64)
-    # GPU-side spans (kind "other": Kineto's gpu_user_annotation) enclose kernels, so they get the
-    # top row, as annotations do on CPU lanes, instead of covering the kernels; kernels, memcpy and
-    # memset take the next row; op intervals go below, one row per op depth.
-    is_span = trace.gpu_kind == KIND_OTHER
-    lane_has_spans = np.zeros(len(labels) + 1, bool)
-    lane_has_spans[gpu_lane[is_span]] = True
-    lane_has_kernels = np.zeros(len(labels) + 1, bool)
-    lane_has_kernels[gpu_lane[~is_op & ~is_span]] = True
-    kernel_row = lane_has_spans[gpu_lane].astype(np.int64)
-    gpu_sub = np.select([is_span, is_op],
-                        [0, launch_depth + kernel_row + lane_has_kernels[gpu_lane]], kernel_row)
-    gpu_row_kind = np.select([is_span, is_op], [ROW_GPU_SPAN, ROW_GPU_OP], ROW_GPU_KERNEL)
-
-    lane = np.concatenate([cpu_lane, gpu_lane])
-    sub = np.concatenate([cpu_sub, gpu_sub])
-    row_keys, row_of = np.unique(lane * 65536 + sub, return_inverse=True)
-    row_of = row_of.reshape(-1)
-    row_lane = row_keys // 65536
-    row_kind = np.zeros(len(row_keys), np.uint8)  # every entry of a row is of one kind
-    row_kind[row_of[len(trace):]] = gpu_row_kind
+    # Per-event columns stay 4 bytes wide (int32) and go through per-lane tables: at 10^8 events
+    # every full-length int64 temporary costs 800 MB.
+    cpu_lane = new_lane[lane_of_thread][trace.thread]
+    gpu_lane = new_lane[n_cpu_lanes:][gpu_stream_index]
+    gpu_sub, gpu_row_kind = _gpu_subrows(trace, gpu_lane, len(labels))
+    rows = _draw_rows(cpu_lane, trace.depth, gpu_lane, gpu_sub, len(labels))
+    row_lane, row_sub, cpu_row, gpu_row = rows
+    row_kind = np.zeros(len(row_lane), np.uint8)  # every entry of a row is of one kind
+    row_kind[gpu_row] = gpu_row_kind
     return Lanes(labels=labels, short=short, groups=groups,
                  group_titles=_group_titles(groups, threads, thread_rank[used_threads], merged,
                                             rank_prefix), is_gpu=is_gpu, row_lane=row_lane,
-                 row_sub=row_keys % 65536, row_is_gpu=is_gpu[row_lane] if len(row_lane) else
-                 np.zeros(0, bool), row_kind=row_kind, cpu_row=row_of[:len(trace)],
-                 gpu_row=row_of[len(trace):])
+                 row_sub=row_sub, row_is_gpu=is_gpu[row_lane] if len(row_lane) else
+                 np.zeros(0, bool), row_kind=row_kind, cpu_row=cpu_row, gpu_row=gpu_row)
+
+
+def _stream_codes(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The (device, stream) keys in use, sorted, and each GPU interval's index into them (int32).
+    A trace has a handful of streams: hash-based uniques of the two small columns and a binary
+    search into them, never a sort of one int64 key per interval."""
+    devices = np.unique(trace.gpu_device)  # no inverse asked: numpy hashes, no sort
+    streams = np.unique(trace.gpu_stream)
+    if len(devices) * len(streams) >= 2 ** 31:  # cannot happen with int16 devices in practice
+        keys, index = np.unique(trace.gpu_stream_keys(), return_inverse=True)
+        return keys, index.reshape(-1).astype(np.int32)
+    pair = _codes(trace.gpu_device, devices) * np.int32(len(streams))
+    pair += _codes(trace.gpu_stream, streams)
+    used = np.zeros(len(devices) * len(streams), bool)
+    used[pair] = True
+    compact = (np.cumsum(used, dtype=np.int32) - 1).astype(np.int32)
+    pairs = np.flatnonzero(used)
+    keys = (devices[pairs // len(streams)].astype(np.int64) << 32) | \
+        (streams[pairs % len(streams)].astype(np.int64) & 0xFFFFFFFF)
+    # keys order streams as unsigned 32-bit values (stream -1 last), as Trace.gpu_stream_keys does
+    order = np.argsort(keys, kind="stable")
+    rank = np.empty(len(order), np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    return keys[order], rank[compact][pair]
+
+
+def _codes(values: np.ndarray, uniques: np.ndarray) -> np.ndarray:
+    """Each value's index into its sorted ``uniques`` (int32): a lookup table where the values are
+    small non-negative ids (as device and stream ids are), else a binary search."""
+    if len(uniques) <= 1:
+        return np.zeros(len(values), np.int32)
+    if uniques[0] >= 0 and uniques[-1] < 1 << 20:
+        table = np.zeros(int(uniques[-1]) + 1, np.int32)
+        table[uniques] = np.arange(len(uniques), dtype=np.int32)
+        return table[values]
+    return np.searchsorted(uniques, values).astype(np.int32)
+
+
+def _gpu_subrows(trace: Trace, gpu_lane: np.ndarray, n_lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU interval's sub-row in its lane and its row kind.
+    GPU-side spans (kind "other": Kineto's gpu_user_annotation) enclose kernels, so they get the
+    top row, as annotations do on CPU lanes, instead of covering the kernels; kernels, memcpy and
+    memset take the next row; op intervals go below, one row per depth of the launching op."""
+    is_op = trace.gpu_kind == KIND_OP
+    is_span = trace.gpu_kind == KIND_OTHER
+    lane_has_spans = np.zeros(n_lanes, bool)
+    lane_has_spans[gpu_lane[is_span]] = True
+    lane_has_kernels = np.zeros(n_lanes, bool)
+    lane_has_kernels[gpu_lane[~is_op & ~is_span]] = True
+    kernel_row = lane_has_spans.astype(np.int32)  # per lane
+    sub = kernel_row[gpu_lane]
+    sub[is_span] = 0
+    kind = np.full(len(gpu_lane), ROW_GPU_KERNEL, np.uint8)
+    kind[is_span] = ROW_GPU_SPAN
+    if is_op.any():
+        launch = trace.gpu_launch[is_op]
+        depth = np.where(launch >= 0, trace.depth[np.clip(launch, 0, max(len(trace) - 1, 0))]
+                         if len(trace) else 0, 0).astype(np.int32)
+        sub[is_op] = depth + (kernel_row + lane_has_kernels)[gpu_lane[is_op]]
+        kind[is_op] = ROW_GPU_OP
+    return sub, kind
+
+
+# A dense (lane, sub-row) table up to this many cells (a byte each, then 4): past it, a sort.
+_DENSE_ROW_CELLS = 1 << 24
+
+
+def _draw_rows(cpu_lane, cpu_sub, gpu_lane, gpu_sub, n_lanes):
+    """The draw rows in use, in (lane, sub-row) order, and each CPU event's and GPU interval's
+    row: (row_lane, row_sub, cpu_row, gpu_row). Lanes times depths is small, so a table over
+    every (lane, sub) cell marks the rows in use: linear in the events, no sort of 10^8 keys."""
+    subs = [s for s in (cpu_sub, gpu_sub) if len(s)]
+    low = min((int(s.min()) for s in subs), default=0)
+    stride = max((int(s.max()) for s in subs), default=0) + 1
+    if low < 0 or n_lanes * stride > _DENSE_ROW_CELLS:  # never for a real trace's depths
+        keys = [lane.astype(np.int64) * 65536 + sub for lane, sub in
+                ((cpu_lane, cpu_sub), (gpu_lane, gpu_sub))]
+        row_keys, row_of = np.unique(np.concatenate(keys), return_inverse=True)
+        row_of = row_of.reshape(-1).astype(np.int32)
+        return (row_keys // 65536).astype(np.int32), (row_keys % 65536).astype(np.int64), \
+            row_of[:len(cpu_lane)], row_of[len(cpu_lane):]
+    cells = []
+    for lane, sub in ((cpu_lane, cpu_sub), (gpu_lane, gpu_sub)):
+        cell = lane * np.int32(stride)
+        cell += sub  # in place: no int32 copy of the depths
+        cells.append(cell)
+    used = np.zeros(n_lanes * stride, bool)
+    for cell in cells:
+        used[cell] = True
+    row_of_cell = (np.cumsum(used, dtype=np.int32) - 1).astype(np.int32)
+    in_use = np.flatnonzero(used)
+    # row_lane as int32: gathered per event (Timeline.shown's lanes), it costs 4 bytes each, not 8
+    return (in_use // stride).astype(np.int32), in_use % stride, row_of_cell[cells[0]], \
+        row_of_cell[cells[1]]
 
 
 def cpu_families(trace: Trace) -> np.ndarray:

@@ -12,29 +12,42 @@ import base64
 import zlib
 
 import numpy as np
+from numba import njit
 
 _MAX_VARINT_BYTES = 10  # enough for any uint64
 
 
 def varints(values: np.ndarray) -> bytes:
-    """LEB128 bytes of non-negative integers, vectorised (one numpy pass per byte position)."""
+    """LEB128 bytes of non-negative integers."""
     values = np.asarray(values)
     if len(values) and values.min() < 0:
         raise ValueError("varints encode non-negative integers only")
-    values = values.astype(np.uint64)
-    nbytes = np.ones(len(values), np.int64)
-    for shift in range(1, _MAX_VARINT_BYTES):
-        nbytes += (values >> np.uint64(7 * shift)) > 0
-    offsets = np.cumsum(nbytes) - nbytes
-    out = np.empty(int(nbytes.sum()), np.uint8)
-    for position in range(_MAX_VARINT_BYTES):
-        has_byte = nbytes > position
-        if not has_byte.any():
-            break
-        low7 = (values[has_byte] >> np.uint64(7 * position)) & np.uint64(0x7F)
-        more = (nbytes[has_byte] > position + 1).astype(np.uint64) << np.uint64(7)
-        out[offsets[has_byte] + position] = (low7 | more).astype(np.uint8)
-    return out.tobytes()
+    # non-negative int64s are their own uint64 bits: a view, not a copy
+    values = values.view(np.uint64) if values.dtype == np.int64 else values.astype(np.uint64)
+    return _leb128(values).tobytes()
+
+
+@njit(cache=True)
+def _leb128(values):
+    """Two passes in numba (count, then write): the numpy version took a masked gather per byte
+    position, 2 s for the 10M-entry columns of a big page."""
+    low7, more, shift = np.uint64(0x7F), np.uint64(0x80), np.uint64(7)
+    total = 0
+    for value in values:
+        total += 1
+        while value > low7:
+            value >>= shift
+            total += 1
+    out = np.empty(total, np.uint8)
+    at = 0
+    for value in values:
+        while value > low7:
+            out[at] = (value & low7) | more
+            value >>= shift
+            at += 1
+        out[at] = value
+        at += 1
+    return out
 
 
 def read_varints(data: bytes, count: int) -> np.ndarray:
@@ -61,7 +74,8 @@ def pack_columns(columns: dict[str, np.ndarray]) -> tuple[str, dict[str, list[in
         layout[name] = [offset, len(chunk), int(len(values))]
         chunks.append(chunk)
         offset += len(chunk)
-    blob = zlib.compress(b"".join(chunks), 6)
+    # level 1: a page's varints are dense already; level 6 took 2x the time for 1-2% fewer bytes
+    blob = zlib.compress(b"".join(chunks), 1)
     return base64.b64encode(blob).decode("ascii"), layout
 
 

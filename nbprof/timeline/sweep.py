@@ -38,33 +38,43 @@ class RowColumns:
 
 
 def row_columns(trace: Trace, lanes: Lanes) -> RowColumns:
-    starts = np.concatenate([trace.start_ns, trace.gpu_start_ns]).astype(np.int64)
-    ends = np.concatenate([trace.end_ns, trace.gpu_end_ns]).astype(np.int64)
-    rows = np.concatenate([lanes.cpu_row, lanes.gpu_row]).astype(np.int64)
     n_rows = len(lanes.row_lane)
     # Ids are in start order and CPU entries come before GPU ones, so a stable sort by row alone
     # gives data.py's (row, id) order; on small ints numpy's stable sort is a radix sort.
-    key = rows.astype(np.int16) if n_rows < 2 ** 15 else rows
-    order = np.argsort(key, kind="stable")
-    origin = int(starts.min()) if len(starts) else 0
-    start = starts[order] - origin
-    duration = np.maximum(ends[order] - starts[order], 0)
-    row_start = np.zeros(n_rows + 1, np.int64)
-    np.cumsum(np.bincount(rows, minlength=n_rows), out=row_start[1:])
+    rows = np.concatenate([lanes.cpu_row, lanes.gpu_row]).astype(
+        np.int16 if n_rows < 2 ** 15 - 1 else np.int32, copy=False)
+    order = np.argsort(rows, kind="stable")
+    # Each row's first entry: a binary search in the sorted rows, not a bincount (which widens
+    # every row number to int64 first; so would needles of another dtype).
+    row_start = np.searchsorted(rows[order], np.arange(n_rows + 1, dtype=rows.dtype))
+    row_start = row_start.astype(np.int64)
+    del rows
+    if len(order) < 2 ** 31:  # the kept index at 4 bytes an entry, not 8
+        order = order.astype(np.int32)
+    # One full-length temporary at a time: at 10^8 entries each costs 800 MB.
+    start = np.concatenate([trace.start_ns, trace.gpu_start_ns])
+    origin = int(start.min()) if len(start) else 0
+    start = start[order]
+    start -= origin
+    end = np.concatenate([trace.end_ns, trace.gpu_end_ns])
+    span = int(end.max()) - origin if len(end) else 0
+    end = end[order]
+    end -= origin
+    np.maximum(end, start, out=end)  # a negative duration counts as 0
+    duration = end - start
     return RowColumns(order=order, row_start=row_start, start=start, duration=duration,
-                      max_end=_running_max_per_row(start + duration, row_start), origin_ns=origin,
-                      span_ns=int(ends.max()) - origin if len(ends) else 0)
+                      max_end=_running_max_per_row(end, row_start), origin_ns=origin, span_ns=span)
 
 
 @njit(cache=True)
 def _running_max_per_row(ends, row_start):
-    out = np.empty_like(ends)
+    """The running max of ``ends`` within each row, in place."""
     for r in range(len(row_start) - 1):
         running = np.iinfo(np.int64).min
         for i in range(row_start[r], row_start[r + 1]):
             running = max(running, ends[i])
-            out[i] = running
-    return out
+            ends[i] = running
+    return ends
 
 
 @dataclass(frozen=True)
@@ -206,7 +216,7 @@ class Level:
         rows = len(columns.row_start) - 1
         row_start = np.zeros(rows + 1, np.int64)
         np.cumsum(np.bincount(bars.row, minlength=rows), out=row_start[1:])
-        return cls(bars, ns_per_px, row_start, _running_max_per_row(bars.right, row_start),
+        return cls(bars, ns_per_px, row_start, _running_max_per_row(bars.right.copy(), row_start),
                    columns.start[bars.first + bars.count - 1])
 
     def arrays(self) -> tuple:
@@ -242,7 +252,9 @@ def view_bars(columns: RowColumns, x0: float, x1: float, width_px: float,
             n = _sweep(columns.row_start, columns.start, columns.duration, columns.max_end,
                        float(x0), float(x1), real_ns, gap_ns, int(min_duration_ns), out)
         if n >= 0 and (limit is None or n <= limit):
-            return Bars(*(np.ascontiguousarray(column[:n]) for column in out))
+            # views of ``out`` would keep all its capacity (48 B an entry) alive: copy a short fill
+            kept = out[:, :n] if 2 * n >= capacity else out[:, :n].copy()
+            return Bars(*kept)
     return None
 
 

@@ -72,3 +72,20 @@ def test_every_event_and_interval_is_in_the_page_data_exactly():
     assert found == expected
     assert launched_by == dict(enumerate(trace.gpu_launch.tolist()))  # -1 where none is known
     assert info["n_cpu"] == n and info["n_gpu"] == 500
+
+
+def _leb128(value: int) -> bytes:  # the format, one value at a time
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out + bytes([value]))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.int32, np.int64, np.uint64])
+def test_varints_are_leb128_for_every_column_type(dtype):
+    rng = np.random.default_rng(5)
+    top = np.iinfo(dtype).max
+    values = np.concatenate([rng.integers(0, min(top, 2**62), 500, dtype=np.int64).astype(dtype),
+                             np.array([0, 127, 128, top], dtype)])
+    assert varints(values) == b"".join(_leb128(int(v)) for v in values)
