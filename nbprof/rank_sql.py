@@ -11,18 +11,24 @@ from __future__ import annotations
 
 import pathlib
 
+from .analysis import KERNEL_WORK
 from .ranks import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler,
                     rank_of, trace_paths)
 
+_KERNEL_WORK = ", ".join(str(int(kind)) for kind in KERNEL_WORK)
 _SUMMARY = f"""
-WITH t AS (
+WITH raw AS (SELECT * FROM read_parquet($path)),
+kernels AS (  -- ranks with kernels, memcpys or memsets: their GPU busy comes from those alone
+    SELECT rank, bool_or(gpu AND gpu_kind IN ({_KERNEL_WORK})) AS has_kernels FROM raw GROUP BY rank),
+t AS (
     SELECT gpu, rank, start_ns, end_ns, name,
            CASE WHEN gpu THEN (CAST(device AS BIGINT) << 32) | (CAST(stream AS BIGINT) & 4294967295)
                 ELSE CAST(thread AS BIGINT) END AS lane,
-           regexp_matches(name, '{COLLECTIVE_PATTERN}', 'i') AS collective
-    FROM read_parquet($path)),
+           regexp_matches(name, '{COLLECTIVE_PATTERN}', 'i') AS collective,
+           NOT gpu OR NOT coalesce(has_kernels, false) OR gpu_kind IN ({_KERNEL_WORK}) AS work
+    FROM raw JOIN kernels USING (rank)),
 busy AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY rank, gpu, lane ORDER BY start_ns, end_ns
+    SELECT *, max(end_ns) OVER (PARTITION BY rank, gpu, work, lane ORDER BY start_ns, end_ns
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
     FROM t),
 coll AS (
@@ -35,7 +41,7 @@ per_rank AS (
            sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
                FILTER (WHERE NOT gpu) AS cpu_busy,
            sum(greatest(end_ns - greatest(start_ns, coalesce(before, start_ns)), 0))
-               FILTER (WHERE gpu) AS gpu_busy
+               FILTER (WHERE gpu AND work) AS gpu_busy
     FROM busy GROUP BY rank),
 per_rank_coll AS (
     SELECT rank, count(*) FILTER (WHERE gpu) AS gpu_collectives,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .analysis import KERNEL_WORK
 from .events import NO_ID, Trace
 
 # Names of collective ops and kernels: torch's c10d ops, NCCL's and gloo's record_function names,
@@ -504,6 +505,7 @@ def rank_summary(trace: Trace) -> RankSummary:
     # Lanes as one int64 key: rank in the high bits, thread (or device/stream key) below.
     cpu_key = (cpu_rank.astype(np.int64) << 40) | trace.thread.astype(np.int64)
     gpu_key = (gpu_rank.astype(np.int64) << 40) | (stream_keys & ((1 << 40) - 1))
+    is_kernel_work = np.isin(trace.gpu_kind, KERNEL_WORK)
     rows = []
     for rank in sorted(set(cpu_rank.tolist()) | set(gpu_rank.tolist())):
         cpu = cpu_rank == rank
@@ -513,6 +515,11 @@ def rank_summary(trace: Trace) -> RankSummary:
         cpu_coll = cpu & collective[trace.name_id]
         gpu_coll = gpu & collective[trace.gpu_name_id]
         steps = cpu & step[trace.name_id]
+        # GPU busy from kernels, memcpys and memsets where the rank has them: its per-op
+        # CUDA-event intervals beside them hold the same work again, with queueing (steps.py's rule)
+        gpu_work = gpu & is_kernel_work
+        if not gpu_work.any():
+            gpu_work = gpu
         if gpu_coll.any():
             coll_key, coll_start, coll_end = (gpu_key[gpu_coll], trace.gpu_start_ns[gpu_coll],
                                               trace.gpu_end_ns[gpu_coll])
@@ -526,8 +533,8 @@ def rank_summary(trace: Trace) -> RankSummary:
             rank=int(rank), events=int(cpu.sum()), gpu_intervals=int(gpu.sum()),
             wall_ns=int(ends.max() - starts.min()) if len(starts) else 0,
             cpu_busy_ns=sum(union_ns(cpu_key[cpu], trace.start_ns[cpu], trace.end_ns[cpu]).values()),
-            gpu_busy_ns=sum(union_ns(gpu_key[gpu], trace.gpu_start_ns[gpu],
-                                     trace.gpu_end_ns[gpu]).values()),
+            gpu_busy_ns=sum(union_ns(gpu_key[gpu_work], trace.gpu_start_ns[gpu_work],
+                                     trace.gpu_end_ns[gpu_work]).values()),
             collective_ns=sum(coll.values()), step_collective_ns=sum(step_coll.values()),
             steps=tuple((trace.end_ns[steps] - trace.start_ns[steps]).tolist())))
     straggler, reason = name_straggler(rows)

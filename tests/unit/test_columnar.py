@@ -160,3 +160,26 @@ def test_merging_parquet_ranks_keeps_their_args_exact(parquet_job, shared_traces
     assert type(from_parquet.event_args).__name__ == "LazyRows"  # merged without decoding
     for name in ("event_args", "gpu_args", "shapes", "stacks"):
         assert dict(getattr(from_parquet, name)) == dict(getattr(from_json, name)), name
+
+
+def test_gpu_busy_comes_from_kernels_beside_op_events_in_memory_and_in_duckdb(tmp_path):
+    # nbprof's own GPU traces hold both: an op's CUDA-event interval (0..100 on the events' lane)
+    # and its kernel (10..30 on stream 7); busy is the kernel's 20 ns, not 100 + 20
+    from nbprof.events import GPU_KINDS
+
+    op, kernel = GPU_KINDS.index("op"), GPU_KINDS.index("kernel")
+    trace = Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=["aten::mm", "gemm"],
+                        threads=[(1, 1, "main")], gpu_start_ns=[0, 10], gpu_end_ns=[100, 30],
+                        gpu_name_id=[0, 1], gpu_device=[0, 0], gpu_stream=[0, 7], gpu_launch=[0, 0],
+                        gpu_kind=[op, kernel], meta={"rank": 0})
+    [in_memory] = trace.rank_summary().rows
+    assert in_memory.gpu_busy_ns == 20 and in_memory.gpu_intervals == 2
+    trace.to_parquet(tmp_path / "rank0.parquet")
+    assert nbprof.rank_summary(tmp_path).to_dicts() == trace.rank_summary().to_dicts()
+    events_only = Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=["aten::mm"],
+                              threads=[(1, 1, "main")], gpu_start_ns=[0], gpu_end_ns=[100],
+                              gpu_name_id=[0], gpu_device=[0], gpu_stream=[0], gpu_launch=[0],
+                              gpu_kind=[op], meta={"rank": 0})
+    assert events_only.rank_summary().rows[0].gpu_busy_ns == 100  # no kernels: the events measure it
+    events_only.to_parquet(tmp_path / "rank0.parquet")
+    assert nbprof.rank_summary(tmp_path).rows[0].gpu_busy_ns == 100
