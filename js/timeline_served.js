@@ -84,7 +84,10 @@ function chooseEntries(S) {
     if (viewKey() !== key || S.requested === key) return;
     S.requested = key;
     const [x0, x1, width, minDuration] = key.split("|").map(Number);
-    served_request.data = {x0: [x0], x1: [x1], width: [width], min_duration: [minDuration], key: [key]};
+    // which page asks: the kernel answers a view once per page (not twice for one change)
+    if (!S.pageId) S.pageId = Math.random().toString(36).slice(2);
+    served_request.data = {x0: [x0], x1: [x1], width: [width], min_duration: [minDuration], key: [key],
+                           page: [S.pageId]};
   }, SERVED_DEBOUNCE_MS);
 }
 

@@ -87,16 +87,19 @@ class Served:
 
     def answer(self, request: dict) -> dict | None:
         """The served_answer source's data for one served_request's data; None for a repeat
-        (jupyter_bokeh runs a change's callback twice) or a malformed request."""
+        (jupyter_bokeh runs a change's callback twice) or a malformed request. A repeat is the
+        same view asked by the same page: another page showing the output (a re-shown cell, a
+        second tab) asking for that view is answered again."""
         try:
             x0, x1 = float(request["x0"][0]), float(request["x1"][0])
             width, min_duration = float(request["width"][0]), int(request["min_duration"][0])
             key = str(request["key"][0])
+            page = str((request.get("page") or [""])[0])
         except (KeyError, IndexError, TypeError, ValueError):
             return None
-        if key == self._last_key or not (math.isfinite(x0) and math.isfinite(x1)) or x1 <= x0:
+        if (key, page) == self._last_key or not (math.isfinite(x0) and math.isfinite(x1)) or x1 <= x0:
             return None
-        self._last_key = key
+        self._last_key = (key, page)
         packed, meta = self.encode(view_bars(self.columns, x0, x1, width, min_duration,
                                              levels=self.levels))
         return {"packed": [packed], "meta": [orjson.dumps(meta).decode()], "key": [key]}

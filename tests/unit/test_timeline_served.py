@@ -241,3 +241,14 @@ def test_a_trace_of_one_instant_in_time_has_a_level_too():
                         names=["tick"], threads=[(1, 1, "main")])
     served = served_past_budget(trace, build_lanes(trace), 2)
     assert sum(served.coarse.count) == 6
+
+
+def test_a_view_is_answered_once_per_page_that_asks():
+    # jupyter_bokeh runs a change's callback twice: one answer; a second page showing the same
+    # output (a re-shown cell, another tab) asking for that view gets its own answer
+    served = Timeline(hand_built_trace(), max_embedded_events=100).served
+    request = {"x0": [0.0], "x1": [50_000.0], "width": [900.0], "min_duration": [0],
+               "key": ["0|50000|900|0"], "page": ["first"]}
+    assert served.answer(request) is not None
+    assert served.answer(request) is None  # the same change, again
+    assert served.answer({**request, "page": ["second"]})["key"] == ["0|50000|900|0"]
