@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from nbprof import Interval, Trace
+from blocked_imports import run_without
 
 
 def small_trace():
@@ -81,16 +82,7 @@ def test_key_averages_and_table():
 
 
 def test_model_imports_no_torch_bokeh_or_ipython():
-    import subprocess
-    import sys
-
     code = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('torch', 'bokeh', 'IPython', 'ipywidgets'):\n"
-        "            raise ImportError('blocked: ' + name)\n"
-        "sys.meta_path.insert(0, Block())\n"
         "import nbprof, nbprof.events, nbprof.analysis\n"
         "import nbprof.steps, nbprof.kernel_summary, nbprof.findings, nbprof.trace_diff\n"
         "t = nbprof.Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['x'],"
@@ -98,7 +90,7 @@ def test_model_imports_no_torch_bokeh_or_ipython():
         "print(t.table())\n"
         "print(t.steps().table(), t.kernel_summary().table(), t.findings(), nbprof.diff(t, t).table())\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = run_without(code)
     assert result.returncode == 0, result.stderr
     assert "x" in result.stdout
 

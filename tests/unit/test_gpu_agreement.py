@@ -2,13 +2,12 @@
 has both kinds of GPU interval: per-op CUDA-event intervals (kind "op") and the kernels CUPTI saw
 (linked to the runtime call nested in each op, as Kineto links them)."""
 
-import subprocess
-import sys
 
 import pytest
 
 from nbprof.events import GPU_KINDS, Trace
 from nbprof.tables import records
+from blocked_imports import run_without
 
 OP, KERNEL, MEMCPY = (GPU_KINDS.index(kind) for kind in ("op", "kernel", "memcpy"))
 NAMES = ["step", "aten::mm", "cudaLaunchKernel", "aten::relu", "aten::copy_", "gemm",
@@ -99,15 +98,9 @@ def test_a_trace_with_one_kind_keeps_the_cuda_columns():
 
 def test_the_clock_and_agreement_modules_import_no_torch_bokeh_or_ipython():
     code = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('torch', 'bokeh', 'IPython', 'ipywidgets'):\n"
-        "            raise ImportError('blocked: ' + name)\n"
-        "sys.meta_path.insert(0, Block())\n"
         "import nbprof.convert, nbprof.gpu_clock, nbprof.gpu_agreement, nbprof.own_cuda_calls\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = run_without(code)
     assert result.returncode == 0, result.stderr
 
 

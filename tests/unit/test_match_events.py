@@ -10,6 +10,7 @@ from nbprof.match_events import (NOTE_NO_CUPTI_KERNELS, gpu_records_to_trace,
                                  match_by_name_and_order, rows_in_trace)
 from nbprof.record.cuda_events import CudaRecords
 from nbprof.record.kineto_cpu import CpuRecords, DeviceRecords, KinetoRecords
+from blocked_imports import run_without
 
 T = EPOCH_NS
 MAIN, AUTOGRAD, WORKER = 7001, 7002, 7003  # OS tids; torch's small ids are 1, 2 (and 3)
@@ -186,16 +187,7 @@ def test_rows_in_trace_follow_the_build_order_and_skip_dropped_rows():
 
 
 def test_the_join_and_the_overhead_wording_import_no_torch():
-    import subprocess
-    import sys
-
     code = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('torch', 'bokeh', 'IPython', 'ipywidgets'):\n"
-        "            raise ImportError('blocked: ' + name)\n"
-        "sys.meta_path.insert(0, Block())\n"
         "import nbprof.match_events as m, nbprof.overhead as o\n"
         "t = m.Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['x'],"
         " threads=[(1, 1, 'main')])\n"
@@ -203,7 +195,7 @@ def test_the_join_and_the_overhead_wording_import_no_torch():
         " launch=[0], kinds=['kernel'])\n"
         "print(g.kernel(0).name, o.describe_overhead(o.overhead_meta(2100, 10, 10**6)))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = run_without(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "k"
 

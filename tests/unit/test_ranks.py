@@ -8,6 +8,7 @@ from nbprof import ranks
 from nbprof.cli import main
 from nbprof.events import Trace
 from nbprof.timeline.lanes import build_lanes
+from blocked_imports import UI_AND_TORCH, run_without
 
 RANK_FILES = ("gpu_sampled_rank0.json.gz", "gpu_sampled_rank1.json.gz")
 
@@ -183,22 +184,12 @@ def test_a_merged_job_exported_and_loaded_keeps_its_ranks(merged, tmp_path):
 
 
 def test_merge_and_summary_need_no_torch_bokeh_or_columnar_libraries():
-    import subprocess
-    import sys
-
     code = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('torch', 'bokeh', 'IPython', 'ipywidgets', 'pyarrow',"
-        " 'duckdb', 'pandas'):\n"
-        "            raise ImportError('blocked: ' + name)\n"
-        "sys.meta_path.insert(0, Block())\n"
         "from nbprof import ranks\n"
         "from nbprof.events import Trace\n"
         "t = [Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['gloo:all_reduce'],"
         " threads=[(1, 1, 'main')], meta={'rank': r, 'base_time_ns': 10 * r}) for r in (0, 1)]\n"
         "print(ranks.merge(t, [0, 1]).rank_summary().straggler)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = run_without(code, UI_AND_TORCH + ("pyarrow", "duckdb", "pandas"))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"

@@ -10,6 +10,7 @@ import pytest
 import nbprof
 from nbprof.events import GPU_KINDS, Trace
 from nbprof.steps import run_marker
+from blocked_imports import run_without
 
 US = 1000
 
@@ -186,22 +187,14 @@ def test_kernel_summary_groups_by_kernel_and_launching_call_path():
 
 
 def test_tables_are_lists_of_rows_with_a_text_form_without_pandas():
-    import subprocess
-    import sys
-
-    code = ("import sys\n"
-            "class Block:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] == 'pandas':\n"
-            "            raise ImportError('blocked')\n"
-            "sys.meta_path.insert(0, Block())\n"
+    code = (
             "import nbprof\n"
             "t = nbprof.Trace.build(start_ns=[0, 10], end_ns=[100, 50], thread=[0, 0], name_id=[0, 1],"
             " names=['ProfilerStep#1', 'aten::mm'], threads=[(1, 1, 'main')])\n"
             "s = t.steps()\n"
             "print(type(s).__mro__[1].__name__, s[0]['cpu_busy_us'])\n"
             "print(s.table())\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    result = run_without(code, ("pandas",))
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Rows 0.04")  # 40 ns
     assert "ProfilerStep#1" in result.stdout
