@@ -70,15 +70,22 @@ function viewKey() {
   return [plot.x_range.start, plot.x_range.end, width, min.length ? Number(min[0]) : 0].join("|");
 }
 
-function chooseEntries(S) {
-  // The kernel's answer if it is for exactly this view, else the coarse level (and ask).
-  const key = viewKey();
+// The view's entries into S: the kernel's answer if it is for exactly this view (true), else
+// the level the view reads (false).
+function useViewEntries(S, key) {
   if (S.answer && S.answer.key === key) {
     Object.assign(S, S.answer.entries);
-    return;
+    return true;
   }
   const [x0, x1, width] = key.split("|").map(Number);
   Object.assign(S, levelFor(S, (x1 - x0) / width));
+  return false;
+}
+
+function chooseEntries(S) {
+  // The kernel's answer for this view, else the coarse level (and ask for the answer).
+  const key = viewKey();
+  if (useViewEntries(S, key)) return;
   clearTimeout(S.requestTimer);
   S.requestTimer = setTimeout(() => {
     if (viewKey() !== key || S.requested === key) return;
@@ -92,15 +99,9 @@ function chooseEntries(S) {
 }
 
 function restoreAnswer(S) {
-  // After the overview swept its own level: back to the view's entries, the kernel's answer
-  // where it has one for this view, else the view's level (taps, hover and links read S).
-  const key = viewKey();
-  if (S.answer && S.answer.key === key) {
-    Object.assign(S, S.answer.entries);
-    return;
-  }
-  const [x0, x1, width] = key.split("|").map(Number);
-  Object.assign(S, levelFor(S, (x1 - x0) / width));
+  // After the overview swept its own level: back to the view's entries (taps, hover and links
+  // read S), without asking the kernel again.
+  useViewEntries(S, viewKey());
 }
 
 function onServedAnswer(S) {
