@@ -25,6 +25,7 @@ Usage: .venv/bin/python bench/bench_numba.py [--gpu] [--launches N] [--rounds R]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pathlib
 import statistics
@@ -104,6 +105,12 @@ def recording_alone(launches: int, rounds: int) -> tuple[float, float]:
         return None
 
     recorder = NumbaLaunchRecorder(gpu=False)
+    return _bare_and_recorded(original, recorder, launches, rounds, contextlib.nullcontext)
+
+
+def _bare_and_recorded(original, recorder, launches: int, rounds: int, recording):
+    """Median CPU time per launch of ``original`` and of the recorder's wrapper around it (inside
+    ``recording()``), in alternating rounds."""
     wrapped = recorder._launch_wrapper(original)
     config = _DoNothingLaunch()
     args = (np.float32(2), np.ones(4, np.float32), np.ones(4, np.float32), np.ones(4, np.float32))
@@ -114,10 +121,11 @@ def recording_alone(launches: int, rounds: int) -> tuple[float, float]:
             original(config, *args)
         bare.append((time.process_time() - start) / launches)
         recorder.clear()
-        start = time.process_time()
-        for _ in range(launches):
-            wrapped(config, *args)
-        recorded.append((time.process_time() - start) / launches)
+        with recording():
+            start = time.process_time()
+            for _ in range(launches):
+                wrapped(config, *args)
+            recorded.append((time.process_time() - start) / launches)
     return statistics.median(bare), statistics.median(recorded)
 
 
@@ -139,27 +147,18 @@ def recording_with_torch(launches: int, rounds: int) -> tuple[float, float]:
     timing = recorder.torch_timing = TorchLaunchTiming(torch, device=0, per_thread_default=False)
     if not torch.cuda.is_available():
         timing._current_handle = lambda device: 0
-    wrapped = recorder._launch_wrapper(original)
-    config = _DoNothingLaunch()
-    args = (np.float32(2), np.ones(4, np.float32), np.ones(4, np.float32), np.ones(4, np.float32))
     state = ProfilerState.CUDA if torch.cuda.is_available() else ProfilerState.CPU
-    bare, recorded = [], []
-    for _ in range(rounds):
-        start = time.process_time()
-        for _ in range(launches):
-            original(config, *args)
-        bare.append((time.process_time() - start) / launches)
-        recorder.clear()
+
+    @contextlib.contextmanager
+    def legacy_profiler():
         torch._C._autograd._enable_profiler_legacy(
             ProfilerConfig(state, False, False, False, False, False, _ExperimentalConfig()))
         try:
-            start = time.process_time()
-            for _ in range(launches):
-                wrapped(config, *args)
-            recorded.append((time.process_time() - start) / launches)
+            yield
         finally:
             torch._C._autograd._disable_profiler_legacy()
-    return statistics.median(bare), statistics.median(recorded)
+
+    return _bare_and_recorded(original, recorder, launches, rounds, legacy_profiler)
 
 
 def main() -> None:
