@@ -83,15 +83,11 @@ def op_agreement(trace: Trace, op: int) -> OneOp | None:
     if not len(events):
         return None
     device = trace.gpu_device[events[0]]
-    rows = np.flatnonzero(np.isin(trace.gpu_kind, KERNEL_WORK) & (trace.gpu_launch >= 0)
-                          & (trace.gpu_device == device))
-    ancestor, under = trace.gpu_launch[rows].astype(np.int64), np.zeros(len(rows), bool)
-    while len(ancestor) and (ancestor >= 0).any():  # one numpy pass per nesting level
-        under |= ancestor == op
-        ancestor = np.where(ancestor >= 0, trace.parent[np.maximum(ancestor, 0)], -1)
+    kernel_op, kernel_row = _subtree_pairs(trace, np.flatnonzero(
+        np.isin(trace.gpu_kind, KERNEL_WORK) & (trace.gpu_launch >= 0) & (trace.gpu_device == device)))
+    under = kernel_row[kernel_op == op]
     _, block_start, block_end = merge_by_group(
-        np.zeros(int(under.sum()), np.int64), trace.gpu_start_ns[rows[under]],
-        trace.gpu_end_ns[rows[under]])
+        np.zeros(len(under), np.int64), trace.gpu_start_ns[under], trace.gpu_end_ns[under])
     kernels_ns = int((block_end - block_start).sum())
     if not kernels_ns:
         return None
