@@ -100,8 +100,7 @@ class Timeline:
         self._labels = list(lanes.labels)
         self._short = list(lanes.short)
         self._groups = list(lanes.groups)
-        # each CPU event's and GPU interval's lane, for what the filter shows (shown())
-        self._cpu_lane, self._gpu_lane = lanes.row_lane[lanes.cpu_row], lanes.row_lane[lanes.gpu_row]
+        self._lanes = lanes  # each event's draw row and each row's lane: what shown() reads
         self._origin_ns = int(info["origin_ns"])  # the x axis is ns since this time
         self._fixed_width = bool(width)
         span = max(info["span_ns"], 1)
@@ -270,9 +269,10 @@ class Timeline:
         interval): in a visible lane and at least its minimum duration long."""
         visible = np.asarray(self.filter.data.get("lane_visible") or [True] * len(self._labels), bool)
         shortest = (self.filter.data.get("min_duration_ns") or [0])[0]
-        trace = self.trace
-        return (visible[self._cpu_lane] & (trace.end_ns - trace.start_ns >= shortest),
-                visible[self._gpu_lane] & (trace.gpu_end_ns - trace.gpu_start_ns >= shortest))
+        trace, lanes = self.trace, self._lanes
+        row_visible = visible[lanes.row_lane]
+        return (row_visible[lanes.cpu_row] & (trace.end_ns - trace.start_ns >= shortest),
+                row_visible[lanes.gpu_row] & (trace.gpu_end_ns - trace.gpu_start_ns >= shortest))
 
     def select(self, event_id, kind: str = "cpu") -> None:
         """Select a CPU event (kind="cpu") or GPU interval (kind="gpu"): outlined, links drawn.
