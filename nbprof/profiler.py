@@ -63,6 +63,10 @@ NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not s
                  "start times were not measured.")
 
 
+class NestedProfileError(RuntimeError):
+    """A profile asked to start inside another (nbprof's or torch's): the outer keeps recording."""
+
+
 def is_active() -> bool:
     """Whether an ``nbprof.profile`` block is recording now (profiles do not nest)."""
     return _active_profile is not None
@@ -102,11 +106,11 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         global _active_profile
         with _state_lock:
             if _active_profile is not None:
-                raise RuntimeError(
+                raise NestedProfileError(
                     "nbprof.profile is not reentrant: a profile is already recording (it keeps "
                     "recording). End it before starting another.")
             if torch_profiler_active():
-                raise RuntimeError(
+                raise NestedProfileError(
                     "torch's profiler is already active (torch.profiler.profile or "
                     "torch.autograd.profiler.profile, on this or another thread): nbprof.profile "
                     "cannot run inside it. Leave that block first.")

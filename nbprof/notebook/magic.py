@@ -166,7 +166,7 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
     """Warm up, profile ``options.repeat`` runs, then hand out the trace as the options ask; an
     exception or Ctrl-C in the cell still shows what was recorded, then propagates unchanged."""
     __tracebackhide__ = True
-    from ..profiler import profile
+    from ..profiler import NestedProfileError, profile
 
     for index in range(options.warmup):
         try:
@@ -183,10 +183,11 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
     with _quiet_profiler():
         try:
             session.__enter__()
-        except RuntimeError as error:  # the cell has not run: torch's own profiler is on, or
-            # what was asked can't be recorded here (kernels=True without CUPTI)
-            what = "can't nest" if "profiler is already active" in str(error) else "can't start"
-            raise UsageError(f"%%cudaprof {what}: {error}") from None
+        except NestedProfileError as error:  # torch's own profiler is on: the cell has not run
+            raise UsageError(f"%%cudaprof can't nest: {error}") from None
+        except RuntimeError as error:  # what was asked can't be recorded here (kernels=True
+            # without a GPU): the cell has not run
+            raise UsageError(f"%%cudaprof can't start: {error}") from None
     value = None
     runs = _Runs(options.repeat)
     try:
