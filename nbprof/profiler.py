@@ -125,12 +125,11 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             recording = False
             try:
                 with interrupts_held():  # Ctrl-C lands after the switch, not halfway through it
-                    off_ns = calibrate.best_per_range_ns()
                     self._thread_names.start()
                     self._base_time_ns = time.time_ns()
                     self._start_recorder()
                     recording = True
-                    self._per_op_ns = calibrate.per_op_overhead_ns(off_ns)
+                    self._per_op_ns = calibrate.per_op_overhead_ns()
                     self._own_windows = [(self._starting_thread.tid, self._base_time_ns,
                                           time.time_ns())]
                     self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])

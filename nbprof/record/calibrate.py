@@ -2,38 +2,44 @@
 
 Each empty range is one RecordFunction enter/exit (torch's cheapest op-shaped event: the same
 callbacks every op runs, with nothing inside), called through the C entry points so that Python
-adds as little as possible. Off is measured before the profilers start, on right after, as the
-best of a few rounds (the least disturbed by other processes). The ranges are recorded like
-any op: they carry the ``nbprof::`` prefix, which the converters never show, and the recorder
-drops the Kineto rows of its own start-up window. Timed in this thread's CPU time: on a shared
-machine wall time charges other processes' slices to whichever loop was running.
+adds as little as possible. Measured right after the profilers start, in rounds that alternate
+RecordFunction off for this thread (``torch.autograd._enable_record_function``: no callback
+runs, as with no profiler) and on: each pair of rounds lies within a fraction of a millisecond,
+so a shared machine's slow and fast spells (here a range took 1.3 µs in some, 2.5 µs in others)
+fall on both of a pair, and the median difference is the profilers' cost. Timed in this
+thread's CPU time. The ranges recorded carry the ``nbprof::`` prefix, which the converters
+never show, and the recorder drops the Kineto rows of its own start-up window.
 """
 
 from __future__ import annotations
 
+import statistics
 from time import thread_time_ns
 
 import torch
 
 CALIBRATION_NAME = "nbprof::calibrate"
-ROUNDS = 9  # many short rounds: the best of them misses the machine's noise (5 x 200 swung 26-1143 ns)
+ROUNDS = 9  # pairs of rounds, off then on
 RANGES_PER_ROUND = 50
 
 
-def best_per_range_ns() -> float:
-    """The fastest round's time per empty range, in ns."""
+def _per_range_ns() -> float:
     enter = torch._C._autograd._record_function_with_args_enter
     leave = torch._C._autograd._record_function_with_args_exit
-    best = None
+    start = thread_time_ns()
+    for _ in range(RANGES_PER_ROUND):
+        leave(enter(CALIBRATION_NAME))
+    return (thread_time_ns() - start) / RANGES_PER_ROUND
+
+
+def per_op_overhead_ns() -> float:
+    """With the profilers on now: what each op costs more than it would without them."""
+    differences = []
     for _ in range(ROUNDS):
-        start = thread_time_ns()
-        for _ in range(RANGES_PER_ROUND):
-            leave(enter(CALIBRATION_NAME))
-        elapsed = thread_time_ns() - start
-        best = elapsed if best is None else min(best, elapsed)
-    return best / RANGES_PER_ROUND
-
-
-def per_op_overhead_ns(off_ns: float) -> float:
-    """With the profilers on now: what each op costs more than ``off_ns`` (measured off)."""
-    return max(best_per_range_ns() - off_ns, 0.0)
+        torch.autograd._enable_record_function(False)
+        try:
+            off = _per_range_ns()
+        finally:
+            torch.autograd._enable_record_function(True)
+        differences.append(_per_range_ns() - off)
+    return max(statistics.median(differences), 0.0)

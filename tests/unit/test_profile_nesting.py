@@ -111,12 +111,20 @@ def test_the_overhead_is_measured_and_close_to_a_measured_loop():
             empty(0)
         return (time.thread_time_ns() - start) / count
 
+    def unrecorded_loop():  # RecordFunction off for this thread: the ops as with no profiler
+        torch.autograd._enable_record_function(False)
+        try:
+            return loop()
+        finally:
+            torch.autograd._enable_record_function(True)
+
     loop()
-    off = min(loop() for _ in range(9))
+    # Paired rounds a millisecond apart, inside the profile: the shared machine's slow and fast
+    # spells (a range took 1.3 µs in some, 2.5 µs in others) fall on both rounds of a pair.
     with nbprof.profile() as prof:
-        on = min(loop() for _ in range(9))
+        differences = [-unrecorded_loop() + loop() for _ in range(9)]
     overhead = prof.trace.meta["overhead"]
-    measured = on - off
+    measured = sorted(differences)[len(differences) // 2]
     assert overhead["per_op_ns"] > 0
     assert measured / 10 <= overhead["per_op_ns"] <= measured * 10, (overhead, measured)
     assert overhead["ops"] == 9000 and 0 < overhead["share"] <= 1
