@@ -113,19 +113,35 @@ _STARTED_JS = """(panel) => [...document.querySelectorAll(panel + ' .jp-CodeCell
     .some(prompt => /\\[(\\*|\\d+)\\]/.test(prompt.textContent))"""
 
 
+def answer_dialogs(page) -> list[str]:
+    """Answer every open Lab dialog ("Select Kernel", "Kernel Restarting"...) with its default
+    button, or Escape where it has none; the dialogs' texts, for a failure to name them. A dialog
+    can open at any moment under load and holds every click until it is answered."""
+    texts = []
+    for _ in range(5):
+        dialog = page.locator(".jp-Dialog")
+        if not dialog.count():
+            break
+        texts.append(" ".join(dialog.first.inner_text().split()))
+        accept = page.locator(".jp-Dialog .jp-mod-accept")
+        if accept.count():
+            accept.first.click()
+        else:
+            page.keyboard.press("Escape")
+        page.wait_for_timeout(300)
+    return texts
+
+
 def run_all_cells(page, attempts=3):
     """Run All Cells, and again if no cell started: under heavy load Lab once ran none of them
     (and a "Select Kernel" dialog can still appear late, holding the run until it is answered)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for _ in range(attempts):
-        kernel_dialog = page.locator(".jp-Dialog .jp-mod-accept")
-        if kernel_dialog.count():
-            kernel_dialog.first.click()
+        if answer_dialogs(page):
             page.wait_for_selector(f"{PANEL} .jp-Notebook-ExecutionIndicator[data-status='idle']",
                                    state="attached")
-        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        menu(page, "Run", "Run All Cells")
         try:
             page.wait_for_function(_STARTED_JS, arg=PANEL, timeout=30_000)
             return
@@ -134,6 +150,33 @@ def run_all_cells(page, attempts=3):
     raise AssertionError(f"Run All Cells started no cell in {attempts} attempts")
 
 
-def menu(page, top: str, item: str) -> None:
-    page.click(f".lm-MenuBar-itemLabel:text-is('{top}')")
-    page.click(f".lm-Menu-itemLabel:text-is('{item}')")
+# Every code cell has run: each prompt reads [n] (none [*] or [ ]) and the kernel is idle.
+_ALL_RUN_JS = """(panel) => {
+    const prompts = [...document.querySelectorAll(panel + ' .jp-CodeCell .jp-InputPrompt')];
+    const indicator = document.querySelector(panel + ' .jp-Notebook-ExecutionIndicator');
+    return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent))
+        && (!indicator || indicator.dataset.status === 'idle'); }"""
+
+
+def wait_until_all_cells_ran(page, timeout_ms: int = 180_000) -> None:
+    """Wait for the end of a Run All: counting widgets is not enough, as a cell that has not yet
+    run still shows its previous output."""
+    page.wait_for_function(_ALL_RUN_JS, arg=PANEL, timeout=timeout_ms)
+
+
+def menu(page, top: str, item: str, attempts: int = 4) -> None:
+    """Open menu ``top`` and click ``item``. A dialog that opens in the way (it closes the menu
+    too) is answered (answer_dialogs) and the two clicks tried again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    seen = []
+    for _ in range(attempts):
+        seen += answer_dialogs(page)
+        try:
+            page.click(f".lm-MenuBar-itemLabel:text-is('{top}')", timeout=15_000)
+            page.click(f".lm-Menu-itemLabel:text-is('{item}')", timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")  # a menu left open
+    raise AssertionError(f"menu {top} > {item} could not be clicked in {attempts} attempts; "
+                         f"dialogs seen: {seen}")

@@ -10,6 +10,7 @@ import pytest
 from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, run_lab
 from jupyter_lab import READY_JS as _READY_JS
 from jupyter_lab import run_all_cells as _run_all_cells
+from jupyter_lab import wait_until_all_cells_ran
 
 pytestmark = pytest.mark.browser
 NOTEBOOK = "answers.ipynb"
@@ -60,6 +61,7 @@ def page(lab, artifacts):
                                state="attached")
         try:
             _run_all_cells(page)
+            wait_until_all_cells_ran(page, timeout_ms=180_000)
             page.wait_for_function(f"() => document.querySelectorAll('{PANEL} .nbprof-widget').length == 2",
                                    timeout=180_000)
             page.wait_for_function(_READY_JS, timeout=60_000)

@@ -11,7 +11,7 @@ import time
 import nbformat
 import pytest
 from jupyter_lab import (CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, menu, open_notebook,
-                         run_all_cells, start_kernel_session)
+                         run_all_cells, start_kernel_session, wait_until_all_cells_ran)
 
 pytestmark = pytest.mark.browser
 
@@ -85,6 +85,7 @@ def session(lab, artifacts):
 def _run_and_wait(page, artifacts, name: str) -> None:
     try:
         run_all_cells(page)
+        wait_until_all_cells_ran(page)
         page.wait_for_function(f"() => document.querySelectorAll('{PANEL} .nbprof-widget').length"
                                f" === {PROFILED_CELLS}", timeout=120_000)
         page.wait_for_function(f"() => ({_DRAWN_JS})() >= {PROFILED_CELLS}", timeout=60_000)
@@ -118,9 +119,13 @@ def test_2_after_a_kernel_restart_the_widget_says_so_and_the_timeline_works(sess
     page, _, _, errors = session
     menu(page, "Kernel", "Restart Kernel…")
     page.locator(".jp-Dialog .jp-mod-accept").click()
-    note = page.locator(f"{PANEL} .nbprof-restarted").first
-    note.wait_for(state="visible", timeout=60_000)
-    assert "kernel restarted: re-run the cell to search and export" in note.inner_text()
+    # every widget says so, once ipywidgets has marked it disconnected
+    page.wait_for_function(f"""() => {{
+        const notes = [...document.querySelectorAll('{PANEL} .nbprof-restarted')];
+        return notes.length === {PROFILED_CELLS} && notes.every(n => n.offsetParent !== null); }}""",
+        timeout=60_000)
+    assert [t.strip() for t in _visible_text(page, f"{PANEL} .nbprof-restarted")] == [
+        "kernel restarted: re-run the cell to search and export"] * PROFILED_CELLS
     # zoom still redraws the live widget's timeline: it lives in the page
     assert page.evaluate(_ZOOM_JS, True)
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(
