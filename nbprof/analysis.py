@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,23 +161,48 @@ def printable(name: str) -> str:
 
 def text_table(headers: list[str], rows: list[list[str]], name_width: int = 55) -> list[str]:
     """The lines of a text table between rules: the first column (a name) made printable, cut to
-    ``name_width`` and aligned left, the other cells aligned right. The summary table and the
-    ``--repeat`` table share it."""
+    ``name_width`` terminal columns and aligned left, the other cells aligned right. Widths count
+    the columns a terminal shows (a CJK character takes two), so the columns stay straight. The
+    summary table and the ``--repeat`` table share it."""
     lines = [[name_cell(row[0], name_width), *row[1:]] for row in rows]
-    widths = [max([len(headers[i])] + [len(line[i]) for line in lines]) for i in range(len(headers))]
+    widths = [max([display_width(headers[i])] + [display_width(line[i]) for line in lines])
+              for i in range(len(headers))]
     rule = "  ".join("-" * width for width in widths)
 
     def fmt(cells):
-        return "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                         for i, (cell, width) in enumerate(zip(cells, widths)))
+        padded = []
+        for i, (cell, width) in enumerate(zip(cells, widths)):
+            pad = " " * (width - display_width(cell))
+            padded.append(cell + pad if i == 0 else pad + cell)
+        return "  ".join(padded)
 
     return [rule, fmt(headers), rule, *map(fmt, lines), rule]
 
 
+def _char_width(char: str) -> int:
+    """Terminal columns of one character: 2 for wide and full-width (CJK), 0 for combining marks."""
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in "WF" else 1
+
+
+def display_width(text: str) -> int:
+    """The columns ``text`` takes in a terminal (``len`` for ASCII)."""
+    return len(text) if text.isascii() else sum(map(_char_width, text))
+
+
 def name_cell(name: str, width: int) -> str:
-    """A name fit for one cell of a text table: printable, and cut to ``width`` characters."""
+    """A name fit for one cell of a text table: printable, and cut to ``width`` terminal columns."""
     name = printable(name)
-    return name if len(name) <= width else name[: width - 3] + "..."
+    if display_width(name) <= width:
+        return name
+    kept, used = [], 0
+    for char in name:
+        used += _char_width(char)
+        if used > width - 3:
+            break
+        kept.append(char)
+    return "".join(kept) + "..."
 
 
 def limit_rows(rows: list, row_limit: int | None) -> list:

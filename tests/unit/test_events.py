@@ -121,6 +121,24 @@ def test_table_rows_stay_one_line_and_aligned_with_control_characters_in_names()
     assert len(widths) == 1, lines
 
 
+def test_table_columns_stay_straight_with_wide_characters_in_names():
+    # CJK characters take two terminal columns and combining accents none: the numbers after a
+    # name like 行列積 must start in the same column as every other row's, and a long wide name is
+    # cut to the column's width, not to its character count
+    from nbprof.analysis import display_width, table
+
+    names = ["行列積", "e\u0301tape", "plain", "長" * 40]
+    trace = Trace.build(start_ns=[0, 10, 20, 30], end_ns=[5, 12, 25, 38], thread=[0] * 4,
+                        name_id=[0, 1, 2, 3], names=names, threads=[(1, 1, "main")])
+    lines = table(trace, name_width=30).splitlines()
+    assert len({display_width(line) for line in lines[:8]}) == 1, lines
+    rule = lines[0].split("  ")
+    assert display_width(rule[0]) <= 30
+    wide = next(line for line in lines if line.startswith("長"))
+    assert wide.startswith("長" * 13 + "...")  # 13 wide characters + "..." fill 29 of 30 columns
+    assert display_width("行列積") == 6 and display_width("e\u0301") == 1
+
+
 def test_dir_lists_the_lazy_public_names_without_importing_them():
     # a notebook's tab completion offers what dir(nbprof) lists: nbprof.pro<TAB> must find profile
     import subprocess
