@@ -53,7 +53,7 @@ per_rank_coll AS (
 steps AS (
     SELECT rank, start_ns AS step_start, end_ns AS step_end FROM t
     WHERE NOT gpu AND regexp_matches(name, $step)),
-coll_in_steps AS (  -- collectives starting inside one of their rank's steps (ranks.py's rule)
+coll_in_steps AS (  -- collectives starting inside one of their rank's steps (ranks/summary.py's rule)
     SELECT t.* FROM t ASOF JOIN steps s ON t.rank = s.rank AND t.start_ns >= s.step_start
     WHERE t.collective AND t.start_ns < s.step_end),
 coll_in_steps_busy AS (

@@ -1,0 +1,37 @@
+"""Many ranks of one distributed job: merge their traces into one, align their clocks, summarise.
+
+numpy and the standard library only (the model's rule): loading the files is the caller's job
+(``nbprof.load`` hands this package Traces), the DuckDB summary over Parquet files lives in
+:mod:`nbprof.rank_sql`.
+
+How a merged Trace says which rank owns what (plain JSON-able meta, so exports keep it):
+- ``meta["thread_rank"]``: the rank of each entry of ``trace.threads``;
+- ``meta["gpu_devices"]``: ``[merged device, rank, device in its own file]`` per GPU device. Every
+  rank's GPU 0 is a GPU 0, so the merged trace numbers devices afresh (what ``gpu_device`` holds)
+  and this table maps them back;
+- ``meta["ranks"]``: per rank its source file, host, and the clock offsets applied.
+
+The parts, each usable alone:
+- :mod:`.files`: which files make a job, which rank each is, what a recording rank writes;
+- :mod:`.owners`: the rank of each thread, event and GPU interval of a (merged) trace;
+- :mod:`.clocks`: the shift that puts each rank on the merged clock (bases, then collectives);
+- :mod:`.merging`: the merged Trace itself, and ``load_many`` (files -> one Trace);
+- :mod:`.summary`: per-rank figures and the straggler;
+- :mod:`.op_names`: the collective and step name patterns (shared with the DuckDB summary).
+This package re-exports their public names, so ``nbprof.ranks.merge`` and the like are the API.
+"""
+
+from .clocks import ALIGN_WINDOW_NS, clock_shifts, collective_ends, collective_offset
+from .files import TRACE_SUFFIXES, distributed_meta, expand_rank, is_many, rank_of, trace_paths
+from .merging import combine_sparse, load_many, merge, merged_note
+from .op_names import COLLECTIVE_PATTERN, STEP_PATTERN
+from .owners import event_ranks, gpu_ranks, meta_rank, own_devices, thread_ranks
+from .summary import RankRow, RankSummary, name_straggler, rank_summary, union_ns
+
+__all__ = [
+    "ALIGN_WINDOW_NS", "COLLECTIVE_PATTERN", "STEP_PATTERN", "TRACE_SUFFIXES",
+    "RankRow", "RankSummary", "clock_shifts", "collective_ends", "collective_offset",
+    "combine_sparse", "distributed_meta", "event_ranks", "expand_rank", "gpu_ranks", "is_many",
+    "load_many", "meta_rank", "merge", "merged_note", "name_straggler", "own_devices", "rank_of",
+    "rank_summary", "thread_ranks", "trace_paths", "union_ns",
+]

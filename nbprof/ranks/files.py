@@ -1,0 +1,94 @@
+"""Which files make a job and which rank each is; and, recording, what a rank says about itself.
+
+A rank is named, in this order, by the file's own meta (nbprof's recording writes it, Kineto
+writes distributedInfo), by a number after "rank" in the file's name, or by its place among the
+files.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import socket
+
+from ..events import Trace
+from .owners import meta_rank
+
+_RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+TRACE_SUFFIXES = (".json", ".json.gz", ".parquet")
+
+
+# -- recording side -------------------------------------------------------------------------------
+
+def distributed_meta(environ=None) -> dict:
+    """rank, world_size, local_rank and host of this process when it is one rank of a job
+    (torch.distributed initialised, or torchrun's RANK / WORLD_SIZE / LOCAL_RANK set); {} else."""
+    environ = os.environ if environ is None else environ
+    meta = {}
+    for key, name in (("rank", "RANK"), ("world_size", "WORLD_SIZE"), ("local_rank", "LOCAL_RANK")):
+        if str(environ.get(name, "")).isdigit():
+            meta[key] = int(environ[name])
+    try:  # torch.distributed says best once initialised; importing it here costs nothing more
+        import sys
+
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            meta["rank"], meta["world_size"] = dist.get_rank(), dist.get_world_size()
+            meta["dist_backend"] = str(dist.get_backend())
+    except Exception:  # noqa: BLE001  (a broken process group must not stop the profile)
+        pass
+    if "rank" in meta:
+        meta["host"] = socket.gethostname()
+    return meta
+
+
+def expand_rank(path: str, meta: dict) -> str:
+    """``out/step.rank{rank}.json.gz`` with this process's rank (0 outside a job)."""
+    return str(path).replace("{rank}", str(meta.get("rank", 0)))
+
+
+# -- which files, which ranks -----------------------------------------------------------------------
+
+def trace_paths(sources) -> list[pathlib.Path]:
+    """The trace files named by a path, a folder (its .json/.json.gz/.parquet files), a glob, or a
+    list of those, in rank-file order (sorted)."""
+    if isinstance(sources, (str, os.PathLike)):
+        sources = [sources]
+    paths: list[pathlib.Path] = []
+    for source in sources:
+        source = pathlib.Path(source)
+        if source.is_dir():
+            found = sorted(p for p in source.iterdir() if p.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise FileNotFoundError(f"{source}: no .json, .json.gz or .parquet trace in it")
+            paths += found
+        elif any(c in str(source) for c in "*?["):
+            found = sorted(pathlib.Path(source.anchor or ".").glob(
+                str(source.relative_to(source.anchor)) if source.anchor else str(source)))
+            if not found:
+                raise FileNotFoundError(f"{source}: the pattern matches no file")
+            paths += found
+        else:
+            paths.append(source)
+    return paths
+
+
+def is_many(source) -> bool:
+    """Whether ``nbprof.load(source)`` means several ranks (a list, a folder or a glob)."""
+    if isinstance(source, (list, tuple)):
+        return True
+    text = str(source)
+    if pathlib.Path(text).is_file():  # a file whose name has a "[" is still one file
+        return False
+    return pathlib.Path(text).is_dir() or any(c in text for c in "*?[")
+
+
+def rank_of(trace: Trace, path, position: int) -> int:
+    """A file's rank: its own meta (Kineto's distributedInfo, nbprof's recording), else a number
+    after "rank" in its name, else its position among the files."""
+    rank = meta_rank(trace)
+    if rank >= 0:
+        return rank
+    found = _RANK_IN_NAME.search(pathlib.Path(str(path)).name)
+    return int(found.group(1)) if found else position

@@ -1,0 +1,154 @@
+"""The per-rank summary: wall time, CPU and GPU busy, time inside collectives, steps, and the
+straggler named. :mod:`nbprof.rank_sql` computes the same figures from Parquet files with DuckDB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..analysis import KERNEL_WORK
+from ..events import Trace
+from .op_names import COLLECTIVE, STEP
+from .owners import event_ranks, gpu_ranks
+
+
+def union_ns(keys: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict:
+    """Per key, the length of the union of its intervals. For intervals sorted by start, each
+    adds what reaches past every earlier one's end: the same sum the DuckDB summary computes
+    with a running max, so both agree to the ns."""
+    out = {}
+    if not len(keys):
+        return out
+    order = np.lexsort((ends, starts, keys))
+    keys, starts, ends = keys[order], starts[order], ends[order]
+    bounds = np.flatnonzero(np.diff(keys)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(keys)]):
+        s, e = starts[lo:hi], ends[lo:hi]
+        before = np.concatenate(([np.iinfo(np.int64).min], np.maximum.accumulate(e)[:-1]))
+        out[int(keys[lo])] = int(np.clip(e - np.maximum(s, before), 0, None).sum())
+    return out
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank's figures, in ns."""
+
+    rank: int
+    events: int
+    gpu_intervals: int
+    wall_ns: int  # first start to last end, CPU or GPU
+    cpu_busy_ns: int  # per thread, the time some op ran; summed over threads
+    gpu_busy_ns: int  # per stream, the time some GPU work ran; summed over streams
+    collective_ns: int  # per thread (CPU collective ops) or per stream (GPU collective kernels)
+    step_collective_ns: int = 0  # the part of collective_ns inside this rank's ProfilerSteps
+    steps: tuple = ()  # durations of its ProfilerStep#N annotations, in time order
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    rows: list
+    straggler: int | None
+    reason: str = ""
+    notes: list = field(default_factory=list)
+
+    def row(self, rank: int) -> RankRow:
+        return next(row for row in self.rows if row.rank == rank)
+
+    def to_dicts(self) -> list[dict]:
+        return [{**row.__dict__, "steps": list(row.steps)} for row in self.rows]
+
+    def __str__(self) -> str:
+        from ..analysis import format_us, text_table
+
+        headers = ["Rank", "Wall", "CPU busy", "GPU busy", "In collectives", "Steps", "Step mean",
+                   "Step max"]
+        cells = [[str(r.rank), *(format_us(v / 1e3) for v in (r.wall_ns, r.cpu_busy_ns,
+                                                               r.gpu_busy_ns, r.collective_ns)),
+                  str(len(r.steps)),
+                  format_us(float(np.mean(r.steps)) / 1e3) if r.steps else "-",
+                  format_us(max(r.steps) / 1e3) if r.steps else "-"] for r in self.rows]
+        lines = text_table(headers, cells, name_width=8)
+        if self.straggler is not None:
+            lines.append(f"Straggler: rank {self.straggler} ({self.reason})")
+        return "\n".join(lines + list(self.notes))
+
+    __repr__ = __str__
+
+
+def name_straggler(rows: list[RankRow]) -> tuple[int | None, str]:
+    """The rank the others wait for: in a collective every rank waits for the last to arrive, so
+    the straggler is the one that spends the least time inside them; without collectives, the
+    one with the longest wall time."""
+    if len(rows) < 2:
+        return None, ""
+    # Inside the steps when every rank has some: the waits before the first step (rendezvous,
+    # DDP's parameter broadcast) measure when each process got going, not who is slow.
+    in_steps = all(row.steps and row.step_collective_ns for row in rows)
+    waited = (lambda r: r.step_collective_ns) if in_steps else (lambda r: r.collective_ns)
+    if any(waited(row) for row in rows):
+        row = min(rows, key=lambda r: (waited(r), r.rank))
+        others = np.median([waited(r) for r in rows if r is not row])
+        where = "collectives during its steps" if in_steps else "collectives"
+        return row.rank, (f"least time inside {where}: {waited(row) / 1e6:.3f} ms "
+                          f"against a median of {others / 1e6:.3f} ms for the others")
+    row = max(rows, key=lambda r: (r.wall_ns, -r.rank))
+    return row.rank, f"longest wall time ({row.wall_ns / 1e6:.3f} ms) and no collectives seen"
+
+
+def _starts_inside(starts: np.ndarray, span_starts: np.ndarray, span_ends: np.ndarray) -> np.ndarray:
+    """Which of ``starts`` fall inside one of the spans (spans on one thread: they do not overlap,
+    so the last span starting before a point is the only one that can hold it)."""
+    if not len(span_starts):
+        return np.zeros(len(starts), bool)
+    order = np.argsort(span_starts, kind="stable")
+    span_starts, span_ends = span_starts[order], span_ends[order]
+    at = np.searchsorted(span_starts, starts, side="right") - 1
+    return (at >= 0) & (starts < span_ends[np.maximum(at, 0)])
+
+
+def rank_summary(trace: Trace) -> RankSummary:
+    """Per rank: wall time, CPU busy, GPU busy, time inside collectives, ProfilerStep times; and
+    the straggler named. A single-rank trace gives one row."""
+    cpu_rank, gpu_rank = event_ranks(trace), gpu_ranks(trace)
+    collective = np.array([bool(COLLECTIVE.search(n)) for n in trace.names] or [False])
+    step = np.array([bool(STEP.match(n)) for n in trace.names] or [False])
+    stream_keys = trace.gpu_stream_keys()
+    # Lanes as one int64 key: rank in the high bits, thread (or device/stream key) below.
+    cpu_key = (cpu_rank.astype(np.int64) << 40) | trace.thread.astype(np.int64)
+    gpu_key = (gpu_rank.astype(np.int64) << 40) | (stream_keys & ((1 << 40) - 1))
+    is_kernel_work = np.isin(trace.gpu_kind, KERNEL_WORK)
+    rows = []
+    for rank in sorted(set(cpu_rank.tolist()) | set(gpu_rank.tolist())):
+        cpu = cpu_rank == rank
+        gpu = gpu_rank == rank
+        starts = np.concatenate([trace.start_ns[cpu], trace.gpu_start_ns[gpu]])
+        ends = np.concatenate([trace.end_ns[cpu], trace.gpu_end_ns[gpu]])
+        cpu_coll = cpu & collective[trace.name_id]
+        gpu_coll = gpu & collective[trace.gpu_name_id]
+        steps = cpu & step[trace.name_id]
+        # GPU busy from kernels, memcpys and memsets where the rank has them: its per-op
+        # CUDA-event intervals beside them hold the same work again, with queueing (steps.py's rule)
+        gpu_work = gpu & is_kernel_work
+        if not gpu_work.any():
+            gpu_work = gpu
+        if gpu_coll.any():
+            coll_key, coll_start, coll_end = (gpu_key[gpu_coll], trace.gpu_start_ns[gpu_coll],
+                                              trace.gpu_end_ns[gpu_coll])
+        else:
+            coll_key, coll_start, coll_end = (cpu_key[cpu_coll], trace.start_ns[cpu_coll],
+                                              trace.end_ns[cpu_coll])
+        coll = union_ns(coll_key, coll_start, coll_end)
+        inside = _starts_inside(coll_start, trace.start_ns[steps], trace.end_ns[steps])
+        step_coll = union_ns(coll_key[inside], coll_start[inside], coll_end[inside])
+        rows.append(RankRow(
+            rank=int(rank), events=int(cpu.sum()), gpu_intervals=int(gpu.sum()),
+            wall_ns=int(ends.max() - starts.min()) if len(starts) else 0,
+            cpu_busy_ns=sum(union_ns(cpu_key[cpu], trace.start_ns[cpu], trace.end_ns[cpu]).values()),
+            gpu_busy_ns=sum(union_ns(gpu_key[gpu_work], trace.gpu_start_ns[gpu_work],
+                                     trace.gpu_end_ns[gpu_work]).values()),
+            collective_ns=sum(coll.values()), step_collective_ns=sum(step_coll.values()),
+            steps=tuple((trace.end_ns[steps] - trace.start_ns[steps]).tolist())))
+    straggler, reason = name_straggler(rows)
+    return RankSummary(rows, straggler, reason)
