@@ -24,6 +24,7 @@ import msgspec
 import numpy as np
 
 from .export import SHAPES_KEY, STACK_KEY
+from .growing import GrowingColumn
 from .rawfile import without_bad_utf8, without_lone_surrogates
 from .read import pick
 
@@ -60,7 +61,8 @@ class IdColumn:
     (a string, a float, an int past int64) in ``others``; lists and objects are no id."""
 
     def __init__(self):
-        self._rows, self._values, self.others = [], [], {}
+        self._rows, self._values = GrowingColumn(np.int32, True), GrowingColumn(np.int32, True)
+        self.others = {}
 
     def append(self, rows: np.ndarray, values: list) -> None:
         present = np.flatnonzero(np.fromiter(map(is_not, values, repeat(None)), bool,
@@ -71,11 +73,13 @@ class IdColumn:
         rows = rows[present]
         if set(map(type, values)) == {int}:
             try:
-                self._rows.append(rows)
-                self._values.append(np.array(values, np.int64))
-                return
+                ints = np.array(values, np.int64)
             except OverflowError:
-                self._rows.pop()
+                pass
+            else:
+                self._rows.extend(rows)
+                self._values.extend(ints)
+                return
         ints, int_rows = [], []
         for row, value in zip(rows.tolist(), values):
             if type(value) is int and -(1 << 63) < value < 1 << 63:
@@ -83,21 +87,13 @@ class IdColumn:
                 int_rows.append(row)
             elif not isinstance(value, (list, dict)):
                 self.others[row] = value
-        self._rows.append(np.array(int_rows, np.int64))
-        self._values.append(np.array(ints, np.int64))
+        self._rows.extend(np.array(int_rows, np.int64))
+        self._values.extend(np.array(ints, np.int64))
 
     def finish(self) -> None:
         # int32 where every value fits (ids and rows usually do): a third of a big load's
-        # memory is these columns
-        def joined(parts):
-            if not parts:
-                return np.zeros(0, np.int32)
-            small = all(len(part) == 0 or (part.min() > np.iinfo(np.int32).min
-                                           and part.max() <= np.iinfo(np.int32).max)
-                        for part in parts)
-            return np.concatenate(parts).astype(np.int32 if small else np.int64, copy=False)
-
-        self.rows, self.values = joined(self._rows), joined(self._values)
+        # memory is these columns (GrowingColumn widens to int64 where one does not)
+        self.rows, self.values = self._rows.finish(), self._values.finish()
         del self._rows, self._values  # rows come in order: already sorted
 
     def ints(self, rows: np.ndarray) -> np.ndarray:
@@ -123,9 +119,9 @@ class ArgsStore:
     def __init__(self):
         self._compress, self._decompress = _codec()
         self.blocks, self.block_starts, self.block_sizes = [], [0], []
-        self._lengths = []
+        self._lengths = GrowingColumn(np.int32)
         self.ids = {key: IdColumn() for key in ID_KEYS}
-        self._shapes, self._stacks, self._only_split = [], [], []
+        self._shapes, self._stacks, self._only_split = (GrowingColumn(np.int64) for _ in range(3))
         self.count = 0
         self._cache = (None, None)
         self.repaired = {"utf8": 0, "surrogates": 0}
@@ -140,14 +136,15 @@ class ArgsStore:
         present = np.flatnonzero(lengths).tolist()
         texts = [raws[index] for index in present]
         self.count += len(raws)
-        self._lengths.append(lengths)
         if not texts:
+            self._lengths.extend(lengths)
             return
         blob = b"".join(texts)
         if not blob.isascii() or b"\\ud" in blob or b"\\uD" in blob:
             texts = list(map(self._repaired, texts))
             lengths[present] = list(map(len, texts))
             blob = b"".join(texts)
+        self._lengths.extend(lengths)
         self.blocks.append(self._compress(blob))
         self.block_sizes.append(len(blob))
         self.block_starts.append(self.block_starts[-1] + len(blob))
@@ -168,12 +165,12 @@ class ArgsStore:
                              len(objects)) > 0
         stacks = np.fromiter(map(len, map(attrgetter("stack"), objects)), np.int64,
                              len(objects)) > 0
-        self._shapes.append(object_rows[shapes])
-        self._stacks.append(object_rows[stacks])
+        self._shapes.extend(object_rows[shapes])
+        self._stacks.extend(object_rows[stacks])
         split = np.flatnonzero(shapes | stacks)
         only = [index for index in split.tolist()
                 if set(_ONLY_KEYS.decode(texts[known_rows[index]])) <= {SHAPES_KEY, STACK_KEY}]
-        self._only_split.append(object_rows[only])
+        self._only_split.extend(object_rows[only])
 
     def _repaired(self, text):
         """One args text as the repairs of a whole file leave it (read.py): invalid UTF-8 and
@@ -189,18 +186,15 @@ class ArgsStore:
         return text
 
     def finish(self) -> None:
-        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, np.int64)
+        lengths = self._lengths.finish()
         self.offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=self.offsets[1:])
+        del lengths
         self.block_starts = np.array(self.block_starts, np.int64)
         for column in self.ids.values():
             column.finish()
-
-        def rows(parts):
-            return np.concatenate(parts) if parts else np.zeros(0, np.int64)
-
-        self.shape_rows, self.stack_rows = rows(self._shapes), rows(self._stacks)
-        self.only_split_rows = rows(self._only_split)
+        self.shape_rows, self.stack_rows = self._shapes.finish(), self._stacks.finish()
+        self.only_split_rows = self._only_split.finish()
         del self._lengths, self._shapes, self._stacks, self._only_split
 
     def drop_ids(self) -> None:

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from .args import ArgsStore, IdColumn, decode_value
+from .growing import GrowingColumn
 from .phases import (INSTANT_PHASES, RawCounters, RawInstants, counter_events, instant_events,
                      paired_begin_ends)
 from .read import (Column, Slices, floats, canonical_id, hashable, phase_rows, pick,
@@ -32,7 +33,8 @@ class FlowEnds:
     def __init__(self):
         self.ids = IdColumn()
         self.places: dict = {}  # (pid, tid) as the file spells them -> code
-        self._place, self._ts, self._is_end = [], [], []
+        self._place = GrowingColumn(np.int32)
+        self._ts, self._is_end = GrowingColumn(np.float64), GrowingColumn(bool)
         self.count = 0
         self.unusable = 0
 
@@ -72,16 +74,15 @@ class FlowEnds:
             codes = codes[keep]
         rows = np.arange(self.count, self.count + len(keep), dtype=np.int64)
         self.ids.append(rows, pick(ids, keep))
-        self._place.append(codes.astype(np.int64))
-        self._ts.append(ts[keep])
-        self._is_end.append(np.array(list(map(attrgetter("ph"), events)), object)[keep] == "f")
+        self._place.extend(codes)
+        self._ts.extend(ts[keep])
+        self._is_end.extend(np.array(list(map(attrgetter("ph"), events)), object)[keep] == "f")
         self.count += len(keep)
 
     def finish(self) -> None:
         self.ids.finish()
-        join = (lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype))
-        self.place, self.ts = join(self._place, np.int32), join(self._ts, np.float64)
-        self.is_end = join(self._is_end, bool)
+        self.place, self.ts = self._place.finish(), self._ts.finish()
+        self.is_end = self._is_end.finish()
         del self._place, self._ts, self._is_end
 
     def __bool__(self):
@@ -114,8 +115,8 @@ class Gatherer:
     def __init__(self, path):
         self.path = path
         self.tables = {name: {} for name in _SLICE_FIELDS}
-        self.codes = {name: [] for name in _SLICE_FIELDS}
-        self.ts, self.dur = [], []
+        self.codes = {name: GrowingColumn(np.int32) for name in _SLICE_FIELDS}
+        self.ts, self.dur = GrowingColumn(np.float64), GrowingColumn(np.float64)
         self.args = ArgsStore()
         self.out = Gathered(slices=None)
         self.begin_ends = ([], [], [], [])  # B events, their rows, E events, their rows
@@ -155,9 +156,9 @@ class Gatherer:
             column, table = getattr(chunk, name), self.tables[name]
             code_of = np.fromiter((table.setdefault(value, len(table)) for value in column.table),
                                   np.int32, len(column.table))
-            self.codes[name].append(code_of[column.codes] if len(code_of) else column.codes)
-        self.ts.append(chunk.ts)
-        self.dur.append(chunk.dur)
+            self.codes[name].extend(code_of[column.codes] if len(code_of) else column.codes)
+        self.ts.extend(chunk.ts)
+        self.dur.extend(chunk.dur)
         self.args.append(chunk.args)
 
     def finish(self) -> Gathered:
@@ -171,14 +172,10 @@ class Gatherer:
         self._add_slices(pairs, np.arange(len(pairs)), 0, extra_rows=pair_rows)
         self.args.finish()
         self.out.flows.finish()
-
-        def join(parts, dtype):
-            return np.concatenate(parts) if parts else np.zeros(0, dtype)
-
-        columns = {name: Column(codes=join(self.codes[name], np.int32),
-                                table=list(self.tables[name])) for name in _SLICE_FIELDS}
-        self.out.slices = Slices(**columns, ts=join(self.ts, np.float64),
-                                 dur=join(self.dur, np.float64), args=self.args)
+        columns = {name: Column(codes=self.codes[name].finish(), table=list(self.tables[name]))
+                   for name in _SLICE_FIELDS}
+        self.out.slices = Slices(**columns, ts=self.ts.finish(), dur=self.dur.finish(),
+                                 args=self.args)
         return self.out
 
 
