@@ -7,22 +7,23 @@ from numba import njit
 
 
 @njit(cache=True)
-def _nest_sorted(start_ns, end_ns, rows, depth, parent, self_ns):
-    # rows: event indices of one thread, in start order (enclosing events first on ties).
-    stack = np.empty(len(rows), np.int64)
-    top = -1
-    for row in rows:
-        while top >= 0 and end_ns[stack[top]] <= start_ns[row]:
-            top -= 1
-        if top >= 0:
-            up = stack[top]
+def _nest_sorted(start_ns, end_ns, thread, top, depth, parent, self_ns):
+    # Rows in start order (enclosing events first on ties), all threads at once. Each
+    # thread's stack of open events is the parent chain from its last event (``top``): the
+    # event below another on its stack is its parent, so popping is following parent links,
+    # and no stack or per-thread row list is built.
+    for row in range(len(start_ns)):
+        lane = thread[row]
+        up = top[lane]
+        while up >= 0 and end_ns[up] <= start_ns[row]:
+            up = parent[up]
+        if up >= 0:
             parent[row] = up
             depth[row] = depth[up] + 1
             # A slice that overlaps its enclosing one without fitting in it (real traces have
             # such quirks) is drawn one level down; only the part inside counts against self time.
             self_ns[up] -= min(end_ns[row], end_ns[up]) - start_ns[row]
-        top += 1
-        stack[top] = row
+        top[lane] = row
 
 
 def nest(start_ns: np.ndarray, end_ns: np.ndarray, thread: np.ndarray):
@@ -30,10 +31,12 @@ def nest(start_ns: np.ndarray, end_ns: np.ndarray, thread: np.ndarray):
     n = len(start_ns)
     depth = np.zeros(n, np.int16)
     parent = np.full(n, -1, np.int32)
-    self_ns = (end_ns - start_ns).astype(np.int64)
+    self_ns = np.subtract(end_ns, start_ns, dtype=np.int64)
     if n:
-        by_thread = np.argsort(thread, kind="stable")
-        bounds = np.flatnonzero(np.diff(thread[by_thread])) + 1
-        for rows in np.split(by_thread, bounds):
-            _nest_sorted(start_ns, end_ns, rows.astype(np.int64), depth, parent, self_ns)
+        lanes = np.asarray(thread)
+        if lanes.min() < 0 or lanes.max() >= 2 * n + 1024:  # not small indices: renumbered
+            lanes = np.unique(lanes, return_inverse=True)[1].reshape(-1)
+        top = np.full(int(lanes.max()) + 1, -1, np.int64)
+        _nest_sorted(np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64), lanes, top,
+                     depth, parent, self_ns)
     return depth, parent, self_ns
