@@ -29,6 +29,7 @@ from .rawfile import without_bad_utf8, without_lone_surrogates
 from .read import pick
 
 MISSING = np.iinfo(np.int64).min  # no such key in the args (or a value no id can be)
+_BLOCK_ROWS = 1 << 20
 _FALSY = (b"{}", b"[]", b'""', b"0", b"null", b"false")
 
 
@@ -98,6 +99,15 @@ class IdColumn:
 
     def ints(self, rows: np.ndarray) -> np.ndarray:
         """The int value at each of ``rows`` (X slice indices); MISSING where none."""
+        if len(rows) <= _BLOCK_ROWS:
+            return self._ints(rows)
+        # A block at a time: the lookup's temporaries are several times the rows' size
+        out = np.empty(len(rows), np.int64)
+        for start in range(0, len(rows), _BLOCK_ROWS):
+            out[start:start + _BLOCK_ROWS] = self._ints(rows[start:start + _BLOCK_ROWS])
+        return out
+
+    def _ints(self, rows: np.ndarray) -> np.ndarray:
         at = np.searchsorted(self.rows, rows)
         at_clipped = np.minimum(at, max(len(self.rows) - 1, 0))
         found = (at < len(self.rows)) & (self.rows[at_clipped] == rows) if len(self.rows) else \
@@ -189,6 +199,7 @@ class ArgsStore:
         lengths = self._lengths.finish()
         self.offsets = np.zeros(len(lengths) + 1, np.int64)
         np.cumsum(lengths, out=self.offsets[1:])
+        self.present = lengths > 0
         del lengths
         self.block_starts = np.array(self.block_starts, np.int64)
         for column in self.ids.values():
@@ -202,7 +213,14 @@ class ArgsStore:
         self.ids = None
 
     def has_args(self, slots: np.ndarray) -> np.ndarray:
-        return self.offsets[slots + 1] > self.offsets[slots]
+        return self.present[slots]
+
+    def flagged(self, rows: np.ndarray) -> np.ndarray:
+        """Which slices are among ``rows``, one bool per slice (a mask to index, where
+        np.isin would sort both)."""
+        mask = np.zeros(self.count, bool)
+        mask[rows] = True
+        return mask
 
     def value(self, slot: int):
         start, end = int(self.offsets[slot]), int(self.offsets[slot + 1])
@@ -268,11 +286,11 @@ class LazyArgs(Mapping):
         """The mapping for a Trace whose row r is slice ``slots_by_row[r]``."""
         keep = store.has_args(slots_by_row)
         if view == "shapes":
-            keep &= np.isin(slots_by_row, store.shape_rows)
+            keep &= store.flagged(store.shape_rows)[slots_by_row]
         elif view == "stacks":
-            keep &= np.isin(slots_by_row, store.stack_rows)
+            keep &= store.flagged(store.stack_rows)[slots_by_row]
         elif view == "args" and len(store.only_split_rows):
-            keep &= ~np.isin(slots_by_row, store.only_split_rows)
+            keep &= ~store.flagged(store.only_split_rows)[slots_by_row]
         rows = np.flatnonzero(keep)
         small = np.int32 if len(slots_by_row) < 1 << 31 else np.int64
         return cls(rows.astype(small), slots_by_row[rows].astype(small), [store], None, view)

@@ -12,6 +12,8 @@ from .loader import GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load, category_flags,
 from .read import canonical_id, hashable
 from ..events import KIND_OTHER, NO_ID, Trace
 
+_BLOCK_ROWS = 1 << 20
+
 
 class KinetoLoad(Load):
     def __init__(self, data, slices, metadata):
@@ -232,9 +234,8 @@ def _matches(ids, from_rows, targets, wanted_rows, last_wins: bool) -> np.ndarra
     """For each of ``wanted_rows``, the target of the row among ``from_rows`` whose id (an
     IdColumn of the args) equals its own, the last or the first such row; NO_ID where none.
     Ints are matched in numpy; other ids (strings, floats) through a dict."""
-    keys, wanted = ids.ints(from_rows), ids.ints(wanted_rows)
-    valid = keys != MISSING
-    keys, found_targets = keys[valid], targets[valid]
+    wanted = ids.ints(wanted_rows)
+    keys, found_targets = _wanted_keys(ids, from_rows, targets, wanted)
     if last_wins:
         keys, found_targets = keys[::-1], found_targets[::-1]
     unique, first = np.unique(keys, return_index=True)
@@ -252,6 +253,23 @@ def _matches(ids, from_rows, targets, wanted_rows, last_wins: bool) -> np.ndarra
             if row in ids.others and ids.others[row] in by_other:
                 out[at] = by_other[ids.others[row]]
     return out.astype(np.int32)
+
+
+def _wanted_keys(ids, from_rows, targets, wanted) -> tuple[np.ndarray, np.ndarray]:
+    """The int ids of ``from_rows`` that are among ``wanted``, and their targets, in
+    ``from_rows``' order: a block of rows at a time, so that at millions of rows no full-size
+    temporaries pile up (the rows whose id no one wants are most of them)."""
+    lookup = np.unique(wanted[wanted != MISSING])
+    keys, found = [np.zeros(0, np.int64)], [np.zeros(0, targets.dtype)]
+    if not len(lookup):
+        return keys[0], found[0]
+    for start in range(0, len(from_rows), _BLOCK_ROWS):
+        block = ids.ints(from_rows[start:start + _BLOCK_ROWS])
+        at = np.minimum(np.searchsorted(lookup, block), len(lookup) - 1)
+        hit = np.flatnonzero(lookup[at] == block)  # MISSING is not in lookup
+        keys.append(block[hit])
+        found.append(targets[start + hit])
+    return np.concatenate(keys), np.concatenate(found)
 
 
 def _sortable(value):

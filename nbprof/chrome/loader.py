@@ -46,6 +46,7 @@ GPU_CATEGORY_KIND = {
 RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver"}
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
 MAX_CATEGORIES = 256  # Trace.category is uint8
+_BLOCK_ROWS = 1 << 20
 OTHER_CATEGORIES = "(other categories)"
 
 
@@ -163,8 +164,9 @@ class Load:
         relative_us *= 1000.0
         start_ns = np.rint(relative_us, out=relative_us).astype(np.int64)
         del relative_us
-        end_ns = s.dur * 1000.0
+        end_ns = np.multiply(s.dur, 1000.0, out=s.dur)  # the file's dur is not needed again
         end_ns = np.rint(end_ns, out=end_ns).astype(np.int64)
+        s.dur = None
         end_ns += start_ns
         # Rows in the order a Trace keeps: CPU by start, the enclosing one first on ties (as
         # Trace.build sorts); GPU by start then end. Sorting here, before any per-row dict is
@@ -362,8 +364,14 @@ class NbprofLoad(Load):
 def first_seen_order(codes: np.ndarray, table: list) -> tuple[np.ndarray, list]:
     """``codes`` (into ``table``) renumbered in the order they first appear in ``codes``, and
     the table of just those values in that order."""
-    present, first = np.unique(codes, return_index=True)
-    present = present[np.argsort(first)]
+    # Each code's first position by a minimum over the table's slots, not np.unique's sort of
+    # every row (tables are small; the rows are millions)
+    first = np.full(max(len(table), 1), len(codes), np.int64)
+    for start in range(0, len(codes), _BLOCK_ROWS):
+        block = codes[start:start + _BLOCK_ROWS]
+        np.minimum.at(first, block, np.arange(start, start + len(block)))
+    present = np.flatnonzero(first < len(codes))
+    present = present[np.argsort(first[present])]
     renumber = np.zeros(max(len(table), 1), np.int32)
     renumber[present] = np.arange(len(present), dtype=np.int32)
     return renumber[codes], pick(table, present)
@@ -373,10 +381,20 @@ def distinct_pairs(pid_codes, pid_table, tid_codes, tid_table) -> tuple[list, np
     """The distinct (pid, tid) pairs and each slice's index among them, through numpy rather
     than a dict of tuples (pids and tids may be strings: Kineto's "Spans")."""
     width = max(len(tid_table), 1)
-    distinct, pair = np.unique(pid_codes.astype(np.int64) * width + tid_codes,
-                               return_inverse=True)
+    slots = max(len(pid_table), 1) * width
+    if slots > _BLOCK_ROWS:  # many pids and tids: sorting the rows costs less than the slots
+        distinct, pair = np.unique(pid_codes.astype(np.int64) * width + tid_codes,
+                                   return_inverse=True)
+        pair = pair.reshape(-1).astype(np.int32)
+    else:  # which slots occur, by counting: no sort of the rows, int32 temporaries
+        combined = pid_codes.astype(np.int32) * np.int32(width)
+        combined += tid_codes
+        distinct = np.flatnonzero(np.bincount(combined, minlength=slots))
+        renumber = np.zeros(slots, np.int32)
+        renumber[distinct] = np.arange(len(distinct), dtype=np.int32)
+        pair = renumber[combined]
     keys = [(pid_table[code // width], tid_table[code % width]) for code in distinct.tolist()]
-    return keys, pair.reshape(-1).astype(np.int32)
+    return keys, pair
 
 
 def _file_positions(rows: np.ndarray) -> np.ndarray:
