@@ -143,8 +143,8 @@ class ArgsStore:
         for index in np.flatnonzero((lengths > 0) & (lengths <= 8)).tolist():
             if bytes(raws[index]).replace(b" ", b"") in _FALSY:
                 lengths[index] = 0  # empty args are no args, as before
-        present = np.flatnonzero(lengths).tolist()
-        texts = [raws[index] for index in present]
+        present = np.flatnonzero(lengths)
+        texts = pick(raws, present)
         self.count += len(raws)
         if not texts:
             self._lengths.extend(lengths)
@@ -164,7 +164,7 @@ class ArgsStore:
             known = [_known_one(text) for text in texts]
         except (msgspec.DecodeError, RecursionError):
             known = [_known_one(text) for text in texts]
-        rows = np.array(present, np.int64) + base
+        rows = present + base
         known_rows = np.flatnonzero(np.fromiter(map(is_not, known, repeat(None)), bool,
                                                 len(known)))
         objects = pick(known, known_rows)

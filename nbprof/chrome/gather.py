@@ -10,7 +10,7 @@ few. Every error names the event's index over the whole file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import compress, count, repeat
+from itertools import count, repeat
 from operator import attrgetter, is_not
 
 import msgspec
@@ -38,7 +38,8 @@ class FlowEnds:
         self.count = 0
         self.unusable = 0
 
-    def add(self, events: list) -> None:
+    def add(self, events: list, starts: int) -> None:
+        """The flow events of a chunk: its ``starts`` s events, then its f events."""
         # In C where it can be (map/attrgetter): a Kineto file's flows are a third of its events.
         cats = list(map(attrgetter("cat"), events))
         try:
@@ -46,9 +47,10 @@ class FlowEnds:
         except TypeError:  # a list as cat: no flow category
             cats = [cat if hashable(cat) else None for cat in cats]
             flagged = {cat: str(cat).lower() in FLOW_CATEGORIES for cat in set(cats)}
-        events = list(compress(events, map(flagged.__getitem__, cats)))
-        if not events:
+        flows = np.flatnonzero(np.fromiter(map(flagged.__getitem__, cats), bool, len(cats)))
+        if not len(flows):
             return
+        events = pick(events, flows)
         ts = floats(events, "ts")
         try:
             places = list(map(attrgetter("pid", "tid"), events))
@@ -76,7 +78,7 @@ class FlowEnds:
         self.ids.append(rows, pick(ids, keep))
         self._place.extend(codes)
         self._ts.extend(ts[keep])
-        self._is_end.extend(np.array(list(map(attrgetter("ph"), events)), object)[keep] == "f")
+        self._is_end.extend(flows[keep] >= starts)
         self.count += len(keep)
 
     def finish(self) -> None:
@@ -136,7 +138,7 @@ class Gatherer:
         begin_rows += (rows["B"] + base).tolist()
         ends += [events[row] for row in rows["E"].tolist()]
         end_rows += (rows["E"] + base).tolist()
-        out.flows.add([events[row] for row in np.concatenate([rows["s"], rows["f"]]).tolist()])
+        out.flows.add(pick(events, np.concatenate([rows["s"], rows["f"]])), len(rows["s"]))
         found = instant_events(events, np.sort(np.concatenate([rows[p] for p in INSTANT_PHASES])))
         for name in ("ts", "name", "pid", "tid"):
             getattr(out.instants, name).extend(getattr(found, name))
