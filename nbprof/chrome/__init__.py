@@ -16,6 +16,7 @@ from .export import chrome_trace_bytes, chrome_trace_dict, export_chrome_trace
 from .kineto import KinetoLoad
 from .loader import NbprofLoad, nbprof_block
 from .gather import Gatherer
+from .growing import give_back_freed_memory
 from .progress import reporting
 from .rawfile import DEFAULT_MAX_BYTES
 from .read import TraceFormatError, paused_gc
@@ -71,6 +72,7 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
         gatherer.add(base, events)
         del events  # each chunk's structs go before the next is parsed
     found = gatherer.finish()
+    give_back_freed_memory()  # the chunks' holes, before the Trace's columns are made
     data, notes = chunks.data, chunks.notes_with(found.slices.args.repaired)
     block, block_problem = nbprof_block(data)
     if not found.events and block is None:
@@ -84,5 +86,8 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
     if found.unmatched:
         loader.notes.append(f"{found.unmatched} B/E (begin/end) events found no partner on "
                             f"their thread and were left out")
-    return loader.trace(found.flows, skipped=found.skipped, instants=found.instants,
-                        counters=found.counters)
+    trace = loader.trace(found.flows, skipped=found.skipped, instants=found.instants,
+                         counters=found.counters)
+    del found, loader
+    give_back_freed_memory()
+    return trace

@@ -29,7 +29,7 @@ from .rawfile import without_bad_utf8, without_lone_surrogates
 from .read import pick
 
 MISSING = np.iinfo(np.int64).min  # no such key in the args (or a value no id can be)
-_BLOCK_ROWS = 1 << 20
+_BLOCK_ROWS = 1 << 18  # rows a lookup takes at a time: its temporaries stay a few MB
 _FALSY = (b"{}", b"[]", b'""', b"0", b"null", b"false")
 
 

@@ -178,6 +178,9 @@ class Load:
         gpu_rows = gpu_rows[np.lexsort((end_ns[gpu_rows], start_ns[gpu_rows]))]
 
         launch = self.launches(cpu_rows, gpu_rows, flows)
+        # Each of the file's columns is freed once read for the last time: at millions of
+        # slices each is tens of MB, and what is left of them is the peak of a big load.
+        s.ts = None
         gpu = dict(gpu_start_ns=start_ns[gpu_rows], gpu_end_ns=end_ns[gpu_rows],
                    gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows),
                    gpu_stream=self.streams(gpu_rows), gpu_launch=launch,
@@ -187,21 +190,20 @@ class Load:
         cpu_start, cpu_end = start_ns[cpu_rows], end_ns[cpu_rows]
         del start_ns, end_ns
         tid_codes, tid_table = first_seen_order(s.tid.codes[cpu_rows], s.tid.table)
+        s.tid.codes = None
         distinct, pair = distinct_pairs(s.pid.codes[cpu_rows], s.pid.table, tid_codes, tid_table)
         del tid_codes
+        s.pid.codes = None
         thread_of_pair, threads = self.thread_table(distinct)
         thread = np.array(thread_of_pair, np.int32)[pair] if distinct else pair
         del pair
         categories, category = self._category_column(s.cat.table, s.cat.codes[cpu_rows])
         name_id = s.name.codes[cpu_rows]
+        s.cat.codes = s.name.codes = None
+        del gpu_rows, is_gpu
         cpu_extras = {view: LazyArgs.of(s.args, cpu_rows, view)
                       for view in ("args", "shapes", "stacks")}
-        # The file's columns are not needed past here: freed before nesting, the peak of a
-        # big load (the Trace's own columns are then all that grows).
-        s.ts = s.dur = None
-        for column in (s.name, s.cat, s.pid, s.tid):
-            column.codes = None
-        del cpu_rows, gpu_rows, is_gpu
+        del cpu_rows
         if skipped:
             self.notes.append(f"{skipped} events of phases nbprof does not read (async, object, "
                               f"sample, ...) were skipped")
