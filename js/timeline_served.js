@@ -90,6 +90,7 @@ function chooseEntries(S) {
   S.requestTimer = setTimeout(() => {
     if (viewKey() !== key || S.requested === key) return;
     S.requested = key;
+    S.askedAt = performance.now();
     const [x0, x1, width, minDuration] = key.split("|").map(Number);
     // which page asks: the kernel answers a view once per page (not twice for one change)
     if (!S.pageId) S.pageId = Math.random().toString(36).slice(2);
@@ -107,10 +108,15 @@ function restoreAnswer(S) {
 function onServedAnswer(S) {
   const data = served_answer.data;
   if (!data.key || !data.key.length) return;
-  const key = data.key[0], meta = JSON.parse(data.meta[0]);
+  const key = data.key[0], meta = JSON.parse(data.meta[0]), arrived = performance.now();
   inflateBase64(data.packed[0]).then((bytes) => {
     S.answer = {key, entries: decodeEntries(bytes, meta)};
-    S.answers = (S.answers || 0) + 1;  // tests and the benchmark count them
+    const decoded = performance.now();
     if (viewKey() === key) drawView(S);
+    // where a step's time went, for the benchmark (bench/bench_served_widget.py): asked (after
+    // the debounce), the answer's arrival, decoded, drawn (the bars set; Bokeh paints next frame)
+    S.answerTimes = {key, asked: S.requested === key ? S.askedAt : NaN, arrived, decoded,
+                     drawn: performance.now()};
+    S.answers = (S.answers || 0) + 1;  // tests and the benchmark count them
   }).catch((error) => console.error("nbprof timeline: could not decode the kernel's bars", error));
 }
