@@ -27,3 +27,14 @@ const KEY_ZOOM = 0.8;        // W/S: the view narrows (widens) to this fraction 
 const KEY_PAN = 0.15;        // A/D: the view moves this fraction of its width per key press
 // Lanes, rows, names and column layout, parsed once per page (Python sends it as one JSON string).
 const info = rendered.__nbprof_info || (rendered.__nbprof_info = JSON.parse(info_json));
+
+// The sources only the browser draws into (bars, labels, outlines, links, the strip) are set
+// without a document change event: jupyter_bokeh sends each such event to the kernel, which has
+// no use for the drawn bars and, in a notebook, spent 60-360 ms per zoom or pan step
+// deserializing a view's few thousand bars, ahead of the request for the served level of detail
+// (bench/bench_served_widget.py). The glyphs still redraw: the same signals a plain set emits.
+function fill(source, data) {
+  source.setv({data}, {silent: true});
+  source.properties.data.change.emit();
+  source.change.emit();
+}

@@ -133,7 +133,7 @@ function layoutLanes(S) {
   closeBand();
   S.totalRows = Math.max(y, 1);
   S.labelSpans = spans;
-  bands_source.data = bands;
+  fill(bands_source, bands);
   showLaneWindow(S);
 }
 
@@ -211,10 +211,10 @@ function drawView(S) {
     }
   });
   S.filling = true;
-  rendered.data = out;
+  fill(rendered, out);
   rendered.selected.indices = [];
   S.filling = false;
-  labels_source.data = text;
+  fill(labels_source, text);
   S.viewLinks = gpuInView <= VIEW_LINKS_MAX ? launchedInView(S, x0, x1) : [];
   S.barsDrawn = out.left.length;
   S.labelsDrawn = text.x.length;
@@ -249,7 +249,7 @@ function drawOverview(S) {
     out.bottom.push(y + 0.1); out.top.push(y + 0.9);
     out.color.push(info.block_colors[S.family[first]]);
   });
-  overview_source.data = out;
+  fill(overview_source, out);
   S.overviewLanes = Math.max(laneY.size, 1);
   if (info.coarse) restoreAnswer(S);  // back to what the view shows
   overview.y_range.setv({start: S.overviewLanes, end: 0});

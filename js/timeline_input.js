@@ -150,7 +150,7 @@ function installInput(S, view) {
     const from = at.x;
     const move = (e) => {
       const x = local(e).x;
-      area_band.data = {left: [Math.min(from, x)], right: [Math.max(from, x)]};
+      fill(area_band, {left: [Math.min(from, x)], right: [Math.max(from, x)]});
     };
     const up = (e) => {
       window.removeEventListener("pointermove", move, true);

@@ -88,15 +88,15 @@ function drawOverlays(S) {
   for (let k = 0; k < selectedIds.length; k++)
     pushMark(S, marks, entryOf(S, selectedIds[k], kinds[k]), info.selection_color, minBar);
   for (const k of callKernels(S, selected)) pushMark(S, marks, k, info.selection_color, minBar);
-  marks_source.data = marks;
-  links_focus.data = focus;
+  fill(marks_source, marks);
+  fill(links_focus, focus);
   const view = {x0: [], y0: [], x1: [], y1: []};
   for (const k of S.viewLinks || []) pushLink(S, view, S.linkFrom[k], k);
-  links_view.data = view;
+  fill(links_view, view);
   const area = area_selection.data;
-  area_band.data = area.start_ns && area.start_ns.length ?
+  fill(area_band, area.start_ns && area.start_ns.length ?
     {left: [area.start_ns[0] - info.origin_ns], right: [area.end_ns[0] - info.origin_ns]} :
-    {left: [], right: []};
+    {left: [], right: []});
 }
 
 function drawOverviewMarks(S) {
@@ -124,5 +124,5 @@ function drawOverviewMarks(S) {
       px = end;
     }
   }
-  overview_marks.data = ticks;
+  fill(overview_marks, ticks);
 }
