@@ -16,20 +16,32 @@ def merge_by_group(group, start_ns, end_ns):
     by group then start. Touching intervals merge; empty ones (end <= start) are dropped."""
     group = np.asarray(group, np.int64)
     start_ns, end_ns = np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64)
+    # One temporary at a time, in place where it can be (a widget's step breakdown merges every
+    # GPU interval of the trace: at 100M events this sets the kernel's peak memory).
     keep = end_ns > start_ns
-    group, start_ns, end_ns = group[keep], start_ns[keep], end_ns[keep]
+    if not keep.all():
+        group, start_ns, end_ns = group[keep], start_ns[keep], end_ns[keep]
+    del keep
     if not len(start_ns):
         return _EMPTY, _EMPTY, _EMPTY
     order = np.lexsort((start_ns, group))
-    group, start_ns, end_ns = group[order], start_ns[order], end_ns[order]
+    group = group[order]
+    start_ns = start_ns[order]
+    end_ns = end_ns[order]
+    del order
     base = int(start_ns.min())
     shift = int(end_ns.max()) - base + 1
-    rank = group - group[0]  # 0.. in sorted order
-    if shift * (int(rank[-1]) + 1) < 2 ** 62:
+    if shift * (int(group[-1] - group[0]) + 1) < 2 ** 62:
         # The running maximum of ends, restarted per group: lifting each group above every end
         # of the groups before it lets one maximum.accumulate do all groups at once.
-        lift = rank * shift
-        reach = np.maximum.accumulate(end_ns - base + lift) - lift + base
+        lift = group - group[0]  # 0.. in sorted order
+        lift *= shift
+        reach = end_ns - base
+        reach += lift
+        np.maximum.accumulate(reach, out=reach)
+        reach -= lift
+        reach += base
+        del lift
     else:  # an enormous span times many groups: per group instead
         reach = np.empty_like(end_ns)
         bounds = np.flatnonzero(np.diff(group)) + 1

@@ -165,6 +165,30 @@ def _steps_of(trace: Trace, top: np.ndarray, firsts: np.ndarray, lasts: np.ndarr
 
 # -- where each step's time went --------------------------------------------------------------
 
+def _holds_step(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per CPU event: does it hold a whole step (and then is a span around steps, as Kineto's
+    trace-wide slice)? It does if it starts at or before the first step starting at or after it
+    and ends after that step's end; an op that is exactly one step (a pattern of one op) still
+    counts. A function of its own so its per-event temporaries (5 x 8 B an event) are freed
+    before breakdown's unions allocate theirs: at 100M events the widget's peak memory is set here."""
+    holds = np.zeros(len(trace), bool)
+    if len(start):
+        covering = np.searchsorted(start, trace.start_ns, side="left")
+        has = covering < len(start)
+        covering = covering[has]
+        event_end = trace.end_ns[has]
+        holds[has] = (event_end >= end[covering]) & (
+            (trace.start_ns[has] < start[covering]) | (event_end > end[covering]))
+    return holds
+
+
+def _launched_at(trace: Trace, work: np.ndarray) -> np.ndarray:
+    """Per GPU interval in ``work``: when its launching op started (else when it started)."""
+    launch = trace.gpu_launch[work]
+    return np.where(launch >= 0, trace.start_ns[np.maximum(launch, 0)] if len(trace) else 0,
+                    trace.gpu_start_ns[work])
+
+
 @dataclass(frozen=True)
 class StepBreakdown:
     """Per step columns (ns) and the GPU's idle gaps with their kind (index into IDLE_KINDS)."""
@@ -188,17 +212,7 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
     excluded = np.zeros(len(trace), bool)
     excluded[windows.marker_rows] = True
     step_of_event = windows.of_times(trace.start_ns)
-    holds_step = np.zeros(len(trace), bool)
-    if steps:
-        # An event holds a whole step (and then is a span around steps, as Kineto's trace-wide
-        # slice) if it starts at or before the first step starting at or after it and ends after
-        # that step's end; an op that is exactly one step (a pattern of one op) still counts.
-        covering = np.searchsorted(start, trace.start_ns, side="left")
-        has = covering < steps
-        step_start, step_end = start[covering[has]], end[covering[has]]
-        event_start, event_end = trace.start_ns[has], trace.end_ns[has]
-        holds_step[has] = (event_end >= step_end) & ((event_start < step_start) | (event_end > step_end))
-    excluded |= holds_step
+    excluded |= _holds_step(trace, start, end)
     parent = trace.parent
     outermost = ~excluded & ((parent == NO_ID) | excluded[np.maximum(parent, 0)])
     rows = np.flatnonzero(outermost & (step_of_event >= 0))
@@ -210,10 +224,7 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
     # queueing and gaps between its kernels.
     kind = trace.gpu_kind
     work = np.flatnonzero(np.isin(kind, gpu_work_kinds(trace)))
-    launch = trace.gpu_launch[work]
-    at = np.where(launch >= 0, trace.start_ns[np.maximum(launch, 0)] if len(trace) else 0,
-                  trace.gpu_start_ns[work])
-    gpu_step = windows.of_times(at)
+    gpu_step = windows.of_times(_launched_at(trace, work))
     work, gpu_step = work[gpu_step >= 0], gpu_step[gpu_step >= 0]
     gpu_start, gpu_end = trace.gpu_start_ns[work], trace.gpu_end_ns[work]
     gpu_window_end = end.copy()
