@@ -15,6 +15,7 @@ Chromium (each kernel is shut down before the next size starts: 100M takes ~8 GB
 - step: from setting x_range until two frames after the served bars were set
 
     PYTHONPATH=. /work/main/.venv/bin/python bench/bench_served_widget.py --sizes 10000000,100000000
+    PYTHONPATH=. /work/main/.venv/bin/python bench/bench_served_widget.py --memory 10000000
 """
 
 from __future__ import annotations
@@ -195,10 +196,41 @@ def report(results: dict) -> None:
               f"{'met' if worst <= TARGET_S else 'NOT met'}")
 
 
+def kernel_memory(events: int) -> None:
+    """What the widget's kernel allocates to build it (numpy, tracemalloc) beside its parts: the
+    Timeline, the Overview's step breakdown; no browser."""
+    import gc
+    import tracemalloc
+
+    sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+    import nbprof
+    from bench_bigview import synthetic_trace
+    from nbprof.steps import breakdown
+    from nbprof.timeline import Timeline
+
+    trace = synthetic_trace(events)
+    nbprof.widget(synthetic_trace(1000), max_embedded_events=100)  # compile numba's code first
+    print(f"\nkernel memory, {events:,} synthetic events (numpy's allocations: peak, kept)")
+    for label, build in (("Timeline(trace)", Timeline), ("steps.breakdown(trace)", breakdown),
+                         ("nbprof.widget(trace)", nbprof.widget)):
+        gc.collect()
+        tracemalloc.start()
+        started = time.perf_counter()
+        built = build(trace)
+        took, (kept, peak) = time.perf_counter() - started, tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del built
+        print(f"{label:24} {took:6.1f} s  peak {peak / 1e6:7,.0f} MB  kept {kept / 1e6:7,.0f} MB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000000,100000000", help="events per notebook, in order")
+    parser.add_argument("--memory", type=int, default=0,
+                        help="only the kernel's build memory, on this many events (no browser)")
     options = parser.parse_args()
+    if options.memory:
+        return kernel_memory(options.memory)
     from playwright.sync_api import sync_playwright
 
     results = {}
