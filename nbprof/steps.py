@@ -182,6 +182,21 @@ def _holds_step(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return holds
 
 
+def _cpu_busy(trace: Trace, windows: StepWindows) -> np.ndarray:
+    """Per step, CPU busy: the union, over threads, of the outermost ops in the step (their
+    children lie inside them); the step markers and spans that hold the whole step do not count."""
+    start, end = windows.start_ns, windows.end_ns
+    excluded = np.zeros(len(trace), bool)
+    excluded[windows.marker_rows] = True
+    step_of_event = windows.of_times(trace.start_ns)
+    excluded |= _holds_step(trace, start, end)
+    parent = trace.parent
+    outermost = ~excluded & ((parent == NO_ID) | excluded[np.maximum(parent, 0)])
+    rows = np.flatnonzero(outermost & (step_of_event >= 0))
+    return union_ns_by_group(step_of_event[rows], trace.start_ns[rows],
+                             np.minimum(trace.end_ns[rows], end[step_of_event[rows]]), len(windows))
+
+
 def _launched_at(trace: Trace, work: np.ndarray) -> np.ndarray:
     """Per GPU interval in ``work``: when its launching op started (else when it started)."""
     launch = trace.gpu_launch[work]
@@ -207,17 +222,7 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
     steps = len(windows)
     start, end = windows.start_ns, windows.end_ns
 
-    # CPU busy: the union, over threads, of the outermost ops in the step (their children lie
-    # inside them); the step markers and spans that hold the whole step do not count.
-    excluded = np.zeros(len(trace), bool)
-    excluded[windows.marker_rows] = True
-    step_of_event = windows.of_times(trace.start_ns)
-    excluded |= _holds_step(trace, start, end)
-    parent = trace.parent
-    outermost = ~excluded & ((parent == NO_ID) | excluded[np.maximum(parent, 0)])
-    rows = np.flatnonzero(outermost & (step_of_event >= 0))
-    cpu_busy = union_ns_by_group(step_of_event[rows], trace.start_ns[rows],
-                                 np.minimum(trace.end_ns[rows], end[step_of_event[rows]]), steps)
+    cpu_busy = _cpu_busy(trace, windows)
 
     # GPU work belongs to the step whose op launched it (else to the step it starts in). Kernels
     # measure it where the trace has them: an op's CUDA-event interval beside them also holds the
@@ -233,6 +238,7 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
     devices = np.unique(trace.gpu_device[work]) if len(work) else np.zeros(0, np.int16)
     device_index = np.searchsorted(devices, trace.gpu_device[work])
     group = gpu_step * max(len(devices), 1) + device_index  # per (step, device)
+    del gpu_step
     groups = steps * max(len(devices), 1)
 
     comm_names = np.array([bool(COMMUNICATION.search(name)) for name in trace.names] or [False])
@@ -241,7 +247,10 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
     is_compute = ~is_comm & ~is_memory
 
     def union(mask):
-        per_group = union_ns_by_group(group[mask], gpu_start[mask], gpu_end[mask], groups)
+        if mask.all():  # no copies of every interval (the peak memory of a large trace's widget)
+            per_group = union_ns_by_group(group, gpu_start, gpu_end, groups)
+        else:
+            per_group = union_ns_by_group(group[mask], gpu_start[mask], gpu_end[mask], groups)
         return per_group.reshape(steps, -1).sum(axis=1) if steps else per_group
 
     # Where classes overlap (a copy under a kernel on another stream) the time counts once:
