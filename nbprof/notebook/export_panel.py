@@ -3,6 +3,7 @@ also sends the same bytes to the browser as a download (for kernels that run on 
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 
@@ -24,6 +25,26 @@ def _link(url: str) -> str:
 
 PERFETTO_HOW_TO = (f"Open it in Perfetto: go to {_link(PERFETTO_URL)} and drop the file on the page "
                    "(or use &quot;Open trace file&quot;); chrome://tracing &rarr; Load also reads it.")
+
+
+# What to do when the file could not be written, by errno: the reason alone ("File too large")
+# leaves the user guessing, and the widget has no folder field of its own to point at.
+_FULL = "the disk is full (or a quota or file size limit was reached): free some space there, or"
+_ADVICE = {errno.ENOSPC: _FULL, errno.EDQUOT: _FULL, errno.EFBIG: _FULL,
+           errno.EROFS: "that disk is read-only:"}
+CHOOSE_ANOTHER_FOLDER = (
+    "choose another folder: <code>nbprof.widget(trace, export_dir=&quot;...&quot;)</code> with the "
+    "trace of <code>%%cudaprof -o trace</code>, or <code>%%cudaprof --export PATH</code>.")
+_WHAT = "the Chrome trace"
+
+
+def write_failure(path: pathlib.Path, error: OSError) -> str:
+    """The status after a failed write: what failed, why, and what to do."""
+    reason = (error.strerror or str(error)).removeprefix(f"cannot write {_WHAT}: ")  # said once
+    advice = _ADVICE.get(error.errno, "please")
+    return (f"<span style='color:#b00'>Could not write {html_text(str(path))}: "
+            f"{html_text(reason)}.</span> {html_text(advice[:1].upper() + advice[1:])} "
+            f"{CHOOSE_ANOTHER_FOLDER}")
 
 
 class BrowserDownload(anywidget.AnyWidget):
@@ -69,11 +90,10 @@ class ExportPanel(ipywidgets.VBox):
         self.download.send_file(data, path.name)
         replaced = self._written and path.exists()
         try:
-            write_file(path, data, "the Chrome trace")  # whole or not at all: an old export stays
+            write_file(path, data, _WHAT)  # whole or not at all: an old export stays
         except OSError as error:
             self.status.value = (
-                f"<span style='color:#b00'>Could not write {html_text(str(path))}: "
-                f"{html_text(error.strerror or str(error))}.</span> Your browser was sent "
+                f"{write_failure(path, error)} Your browser was sent "
                 f"<code>{html_text(path.name)}</code> as a download instead. {PERFETTO_HOW_TO}")
             return None
         self._written = True

@@ -266,6 +266,7 @@ def test_export_to_a_missing_folder_says_so_in_the_widget(trace, tmp_path):
     widget = nbprof.widget(trace, name="cell", export_dir=tmp_path / "gone")
     widget.export.button.click()  # must not raise
     assert "Could not write" in widget.export.status.value
+    assert "choose another folder" in widget.export.status.value  # and how (export_dir=)
     assert "sent" in widget.export.status.value  # the browser download still goes out
 
 

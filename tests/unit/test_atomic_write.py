@@ -1,12 +1,14 @@
 """Writes never leave a half file where a good one was: a full disk (RLIMIT_FSIZE) during
 export_chrome_trace, save_html or to_parquet keeps the old file byte for byte, with no temporary
-file left beside it; a path that can't be written says which and why."""
+file left beside it, and the same call works once there is space; a path that can't be written
+says which and why."""
 
 import subprocess
 import sys
 
 import pytest
 
+import nbprof
 from nbprof.atomic import check_writable, write_file
 
 # The child writes a big trace under a 64 KiB file size limit: SIGXFSZ ignored, so write() fails
@@ -21,26 +23,29 @@ trace = Trace.build(start_ns=np.arange(n) * 10, end_ns=np.arange(n) * 10 + 5,
                     thread=np.zeros(n, np.int32), name_id=np.arange(n) % 7,
                     names=[f"op{i}" for i in range(7)],
                     threads=[nbprof.Thread(1, 1, "main")])
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
 kind, path = sys.argv[1], sys.argv[2]
+write = {"chrome": trace.export_chrome_trace, "html": lambda path: nbprof.save_html(trace, path),
+         "parquet": trace.to_parquet}[kind]
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, hard))  # the soft limit, so it can be lifted
 try:
-    if kind == "chrome":
-        trace.export_chrome_trace(path)
-    elif kind == "html":
-        nbprof.save_html(trace, path)
-    else:
-        trace.to_parquet(path)
+    write(path)
 except OSError as error:
     print("ERROR", error)
-    sys.exit(3)
-sys.exit(0)
+else:
+    sys.exit(0)
+with open(path + ".kept", "wb") as kept, open(path, "rb") as old:  # what the failure left
+    kept.write(old.read())
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # space freed: the same call works
+write(path)
+sys.exit(3)
 """
 
 
 @pytest.mark.parametrize("kind,name", [("chrome", "t.json"), ("html", "t.html"),
                                        ("parquet", "t.parquet")])
-def test_a_full_disk_keeps_the_old_file(tmp_path, kind, name):
+def test_a_full_disk_keeps_the_old_file_and_a_write_after_it_works(tmp_path, kind, name):
     target = tmp_path / name
     old = b"the good file from before\n" * 10
     target.write_bytes(old)
@@ -48,8 +53,13 @@ def test_a_full_disk_keeps_the_old_file(tmp_path, kind, name):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 3, done.stderr
     assert str(target) in done.stdout  # the error names the path
-    assert target.read_bytes() == old
-    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary file left
+    assert (tmp_path / f"{name}.kept").read_bytes() == old
+    # No temporary file was left, and once the limit was lifted the same call wrote the file.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name, f"{name}.kept"]
+    if kind == "html":
+        assert "op6" in target.read_text()
+    else:
+        assert len(nbprof.load(target)) == 200_000
 
 
 def test_a_file_in_the_way_is_named(tmp_path):
