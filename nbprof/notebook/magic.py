@@ -166,7 +166,8 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
     """Warm up, profile ``options.repeat`` runs, then hand out the trace as the options ask; an
     exception or Ctrl-C in the cell still shows what was recorded, then propagates unchanged."""
     __tracebackhide__ = True
-    from ..profiler import NestedProfileError, profile
+    from ..profiler import profile
+    from ..record.interrupts import CtrlCInCellOnly
 
     for index in range(options.warmup):
         try:
@@ -175,31 +176,26 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
             print(f"%%cudaprof: warm-up run {index + 1} of {options.warmup} raised (nothing was "
                   "profiled):", file=sys.stderr)
             raise
-    failure = None
     session = profile(cuda=False if options.cpu_only else None, kernels=options.kernels,
                       record_shapes=options.record_shapes, with_stack=options.with_stack)
-    # Only starting and stopping are quieted: the cell's own warnings (and any warning filters it
-    # sets) must behave as without the magic.
-    with _quiet_profiler():
-        try:
-            session.__enter__()
-        except NestedProfileError as error:  # torch's own profiler is on: the cell has not run
-            raise UsageError(f"%%cudaprof can't nest: {error}") from None
-        except RuntimeError as error:  # what was asked can't be recorded here (kernels=True
-            # without a GPU): the cell has not run
-            raise UsageError(f"%%cudaprof can't start: {error}") from None
-    value = None
     runs = _Runs(options.repeat)
-    try:
-        value = await _run_repeats(runner, runs)
-    except BaseException as error:  # Ctrl-C too: show what ran, then re-raise it
-        failure = error
-    with _quiet_profiler():
+    # From before the start to after the stop, Ctrl-C raises only inside the cell's own code: one
+    # that landed between the start and the cell's try (or the cell's end and the stop) would leave
+    # torch's profiler recording every op, with nothing left to stop it. Any other waits for the
+    # profiler to be off and then ends the cell as an interrupt in it would.
+    with CtrlCInCellOnly() as ctrl_c:
+        _start(session)  # UsageError when it can't start: the cell has not run
+        value = failure = None
         try:
+            with ctrl_c.cell():
+                value = await _run_repeats(runner, runs)
+        except BaseException as error:  # Ctrl-C too: show what ran, then re-raise it
+            failure = error
+        with _quiet_profiler():
             session.__exit__(type(failure) if failure else None, failure,
                              failure.__traceback__ if failure else None)
-        except KeyboardInterrupt as interrupt:  # Ctrl-C while stopping: held until the trace was
-            failure = failure or interrupt      # built and the profiler off, so show the trace too
+        if ctrl_c.pending and failure is None:  # Ctrl-C while nbprof switched: the trace shows
+            failure = KeyboardInterrupt()
     if failure is None:
         sys.displayhook(value)  # Out[n], as without the magic (None shows nothing)
     try:
@@ -215,6 +211,22 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
     finally:
         if failure is not None:  # as without the magic, whatever showing the trace ran into
             raise failure
+
+
+def _start(session) -> None:
+    """Start the profile; what keeps it from starting is a UsageError (the cell has not run)."""
+    from ..profiler import NestedProfileError
+
+    # Only starting and stopping are quieted: the cell's own warnings (and any warning filters it
+    # sets) must behave as without the magic.
+    with _quiet_profiler():
+        try:
+            session.__enter__()
+        except NestedProfileError as error:  # torch's own profiler is on
+            raise UsageError(f"%%cudaprof can't nest: {error}") from None
+        except RuntimeError as error:  # what was asked can't be recorded here (kernels=True
+            # without a GPU)
+            raise UsageError(f"%%cudaprof can't start: {error}") from None
 
 
 async def _run_repeats(runner: CellRunner, runs: _Runs):
