@@ -103,6 +103,18 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         self._numba_launches = NumbaLaunchRecorder(gpu=False)
 
     def __enter__(self) -> "profile":
+        try:
+            self._start()
+            return self
+        except BaseException:
+            # Ctrl-C once the start was done (as the state lock was released), before the `with`
+            # block and so its __exit__: nothing may stay on.
+            if _active_profile is self:
+                with _state_lock:
+                    self._abandon_start(recording=True)
+            raise
+
+    def _start(self) -> None:
         global _active_profile
         with _state_lock:
             if _active_profile is not None:
@@ -147,7 +159,6 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                         f"torch's profiler could not start: {error}. Is another profiler "
                         "(torch.profiler, on another thread) active?") from error
                 raise
-        return self
 
     def _legacy_part(self):
         """The thread-local CUDA-event recorder a CUDA graph capture must pause, if any."""

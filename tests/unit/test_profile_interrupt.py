@@ -78,3 +78,33 @@ def test_ctrl_c_during_start_leaves_the_profiler_off():
             pytest.fail("the block must not run after an interrupted start")
     assert prof.trace is None
     assert_profiler_off_and_usable()
+
+
+class InterruptOnRelease:
+    """nbprof's state lock (a real one), with a real SIGINT sent as it is released: Python raises
+    the KeyboardInterrupt at its next check, just after the release, when the start is done but
+    __enter__ has not yet returned (the ``with`` block, and so __exit__, not yet entered)."""
+
+    def __init__(self, lock):
+        self.lock = lock
+        self.armed = True
+
+    def __enter__(self):
+        return self.lock.__enter__()
+
+    def __exit__(self, *exception):
+        self.lock.__exit__(*exception)
+        if self.armed and is_active():  # the start's release, not a failed start's or the stop's
+            self.armed = False
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_ctrl_c_after_the_start_before_enter_returns_leaves_the_profiler_off(monkeypatch):
+    from nbprof import profiler
+
+    monkeypatch.setattr(profiler, "_state_lock", InterruptOnRelease(profiler._state_lock))
+    with pytest.raises(KeyboardInterrupt):
+        with nbprof.profile():
+            pytest.fail("the block must not run after an interrupted start")
+    assert not profiler._state_lock.armed  # the interrupt came where it was meant to
+    assert_profiler_off_and_usable()
