@@ -69,7 +69,8 @@ class CtrlCInCellOnly:
         return self
 
     def __exit__(self, *_exception) -> None:
-        if self._previous is not None:
+        # A handler the cell installed itself stays, as it would without the magic.
+        if self._previous is not None and signal.getsignal(signal.SIGINT) == self._handle:
             signal.signal(signal.SIGINT, self._previous)
 
     @contextlib.contextmanager

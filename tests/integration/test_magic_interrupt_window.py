@@ -107,3 +107,16 @@ def test_ctrl_c_at_any_line_while_the_profiler_is_on_leaves_it_off(shell, window
         found = problems_after_ctrl_c(shell, at, cell_ran=at > cell_line)
         # The first case that goes wrong ends the test: what it left on would spoil the next ones.
         assert found == [], f"Ctrl-C at {window[at - 1]} (line event {at} of {len(window)})"
+
+
+def test_a_sigint_handler_the_cell_installs_stays_as_without_the_magic(shell):  # noqa: F811
+    shell.run_cell("import signal, torch")
+    try:
+        with capture_output():
+            result = shell.run_cell("%%cudaprof --no-display\nsignal.signal(signal.SIGINT, "
+                                    "signal.SIG_IGN)\nignored = torch.ones(2) + 1")
+        assert result.success and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    result, _ = run_traced(shell, CELL, CtrlCAtLine(None))  # and the magic still profiles
+    assert result.success and "aten::add" in names(shell.user_ns["window"])
