@@ -198,7 +198,8 @@ def report(results: dict) -> None:
 
 def kernel_memory(events: int) -> None:
     """What the widget's kernel allocates to build it (numpy, tracemalloc) beside its parts: the
-    Timeline, the Overview's step breakdown; no browser."""
+    Timeline, the Overview's step breakdown, and then opening the Overview tab (built only then,
+    since 2026-12-03); no browser."""
     import gc
     import tracemalloc
 
@@ -219,8 +220,23 @@ def kernel_memory(events: int) -> None:
         built = build(trace)
         took, (kept, peak) = time.perf_counter() - started, tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        del built
         print(f"{label:24} {took:6.1f} s  peak {peak / 1e6:7,.0f} MB  kept {kept / 1e6:7,.0f} MB")
+        if label.startswith("nbprof.widget"):  # what its display adds: the static copy's bundle
+            from nbprof.notebook.static import static_bundle
+
+            started = time.perf_counter()
+            static_bundle(built.timeline, sort_by=built.summary.sort_key, text=built._text_summary())
+            print(f"{'  then its static copy':24} {time.perf_counter() - started:6.1f} s")
+        lazy = getattr(built, "lazy_panes", {}).get("Overview")
+        if lazy is not None:  # built when its tab is first opened (notebook/overview.py)
+            tracemalloc.start()
+            started = time.perf_counter()
+            lazy.pane  # noqa: B018 (builds it)
+            took, (kept, peak) = time.perf_counter() - started, tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            print(f"{'  then Overview opened':24} {took:6.1f} s  peak {peak / 1e6:7,.0f} MB  "
+                  f"kept {kept / 1e6:7,.0f} MB")
+        del built
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""The widget's Overview and Compare tabs, added to its panes by :func:`add_answer_panes`.
+"""The widget's Overview and Compare tabs, added to its panes by :func:`add_answer_panes`, each
+built when its tab is first opened.
 
 Overview: a stacked bar per step (timeline/overview.py), the steps as a list, the top kernels and
 copies, and the findings. Picking a step in the list, or tapping its bar, zooms the timeline to
@@ -80,21 +81,45 @@ class OverviewPane(ipywidgets.VBox):
             self.zoom_to(int(new[0]))
 
 
+class LazyPane(ipywidgets.VBox):
+    """A tab's place in the panes, its pane built the first time it is asked for (``pane``): when
+    the user opens the tab, or code reads it. Why: the Overview's analyses (steps, call paths,
+    kernel tables, findings) were ~40% of the widget's build at 10M events (2.5 s of 7), all before
+    the timeline could show, and their 445 MB peak stacked on the kept Timeline's."""
+
+    def __init__(self, build):
+        super().__init__([ipywidgets.HTML("<i>computing…</i>")])
+        self._build, self._pane = build, None
+
+    @property
+    def pane(self):
+        if self._pane is None:
+            self._pane = self._build()
+            self.children = [self._pane]
+        return self._pane
+
+
 def add_answer_panes(widget, compare_to=None, compare_label: str = "the previous run") -> None:
     """Append the Overview (and, given a trace to compare with, the Compare) tab to the widget's
-    panes, keeping the pane it shows."""
+    panes, keeping the pane it shows. Each is built when its tab is first opened (LazyPane);
+    ``widget.overview`` / ``widget.compare`` build it too."""
     from .compare import ComparePane
 
     panes = widget.panes
     shown = panes.selected_index
-    widget.overview = OverviewPane(widget.trace, widget.timeline)
-    extra = [("Overview", widget.overview)]
-    widget.compare = None
+    extra = [("Overview", LazyPane(lambda: OverviewPane(widget.trace, widget.timeline)))]
     if compare_to is not None:
-        widget.compare = ComparePane(compare_to, widget.trace, compare_label)
-        extra.append(("Compare", widget.compare))
+        extra.append(("Compare", LazyPane(lambda: ComparePane(compare_to, widget.trace, compare_label))))
+    widget.lazy_panes = dict(extra)
     titles = [panes.get_title(i) for i in range(len(panes.children))]
     panes.children = [*panes.children, *(pane for _, pane in extra)]
     for index, title in enumerate([*titles, *(title for title, _ in extra)]):
         panes.set_title(index, title)
     panes.selected_index = shown
+
+    def opened(change) -> None:
+        index = change["new"]
+        if index is not None and isinstance(panes.children[index], LazyPane):
+            panes.children[index].pane  # noqa: B018 (builds it, and fills the tab)
+
+    panes.observe(opened, names="selected_index")

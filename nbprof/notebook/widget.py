@@ -138,6 +138,17 @@ class TraceWidget(ipywidgets.VBox):
         self.panes = panes
         return panes
 
+    @property
+    def overview(self):
+        """The Overview tab's pane (overview.py), built on first use."""
+        return self.lazy_panes["Overview"].pane
+
+    @property
+    def compare(self):
+        """The Compare tab's pane (compare.py), built on first use; None without ``compare_to``."""
+        lazy = self.lazy_panes.get("Compare")
+        return None if lazy is None else lazy.pane
+
     def _show_body(self, shown: bool) -> None:
         self.body.layout.display = "" if shown else "none"
         self.expand.description = "Hide the timeline" if shown else "Show the timeline"

@@ -372,3 +372,22 @@ def test_the_lane_filter_is_checkboxes_by_group_and_keeps_the_details(alexnet):
     lanes._lane_boxes[members[0]].value = True  # one lane back: its group box stays unticked
     assert lanes.value == (members[0],) and lanes.message.value == ""
     assert box.value is (len(members) == 1)
+
+
+def test_the_overview_and_compare_tabs_are_built_when_first_opened(alexnet, monkeypatch):
+    from nbprof.notebook import overview
+
+    calls = []
+    real = overview.OverviewPane
+    monkeypatch.setattr(overview, "OverviewPane", lambda *args: calls.append(args) or real(*args))
+    widget = nbprof.widget(alexnet, compare_to=alexnet)
+    titles = [widget.panes.get_title(i) for i in range(len(widget.panes.children))]
+    tab = widget.panes.children[titles.index("Overview")]
+    assert calls == [] and "computing" in tab.children[0].value  # not built with the widget
+    widget.panes.selected_index = titles.index("Overview")  # what the tab's click syncs
+    assert len(calls) == 1 and tab.children == (widget.overview,) and len(calls) == 1
+    assert "nbprof-overview" in widget.overview._dom_classes and widget.overview.steps
+    compare_tab = widget.panes.children[titles.index("Compare")]
+    assert "computing" in compare_tab.children[0].value
+    widget.panes.selected_index = titles.index("Compare")
+    assert compare_tab.children == (widget.compare,) and "nbprof-compare" in widget.compare._dom_classes
