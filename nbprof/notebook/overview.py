@@ -94,7 +94,12 @@ class LazyPane(ipywidgets.VBox):
     @property
     def pane(self):
         if self._pane is None:
-            self._pane = self._build()
+            try:
+                self._pane = self._build()
+            except Exception as error:  # say so in the tab, not "computing…" for ever
+                self.children = [ipywidgets.HTML(
+                    f"<i>could not compute this tab: {html_text(f'{type(error).__name__}: {error}')}</i>")]
+                raise
             self.children = [self._pane]
         return self._pane
 

@@ -391,3 +391,15 @@ def test_the_overview_and_compare_tabs_are_built_when_first_opened(alexnet, monk
     assert "computing" in compare_tab.children[0].value
     widget.panes.selected_index = titles.index("Compare")
     assert compare_tab.children == (widget.compare,) and "nbprof-compare" in widget.compare._dom_classes
+
+
+def test_a_tab_whose_pane_fails_to_build_says_so():
+    from nbprof.notebook.overview import LazyPane
+
+    def fails():
+        raise ValueError("no <steps>")
+
+    lazy = LazyPane(fails)
+    with pytest.raises(ValueError):
+        lazy.pane  # noqa: B018
+    assert "could not compute this tab: ValueError: no &lt;steps&gt;" in lazy.children[0].value
