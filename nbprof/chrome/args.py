@@ -42,7 +42,19 @@ class KnownArgs(msgspec.Struct, gc=False):
     stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name=STACK_KEY)
 
 
+class IntArgs(KnownArgs, gc=False):
+    """KnownArgs where every id is an int (as Kineto writes them): decoded straight to ints,
+    MISSING where absent, so that each id is one numpy pass; any other value fails the chunk
+    over to KnownArgs."""
+
+    correlation: int = MISSING
+    external_id: int = msgspec.field(default=MISSING, name="External id")
+    device: int = MISSING
+    stream: int = MISSING
+
+
 _KNOWN = msgspec.json.Decoder(list[KnownArgs | None])
+_INT_KNOWN = msgspec.json.Decoder(list[IntArgs])
 _KNOWN_ONE = msgspec.json.Decoder(KnownArgs)
 _ONLY_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 ID_KEYS = ("correlation", "external_id", "device", "stream")
@@ -90,6 +102,11 @@ class IdColumn:
                 self.others[row] = value
         self._rows.extend(np.array(int_rows, np.int64))
         self._values.extend(np.array(ints, np.int64))
+
+    def append_ints(self, rows: np.ndarray, ints: np.ndarray) -> None:
+        """Int values (int64; a MISSING among them reads as absent, as in append) at ``rows``."""
+        self._rows.extend(rows)
+        self._values.extend(ints)
 
     def finish(self) -> None:
         # int32 where every value fits (ids and rows usually do): a third of a big load's
@@ -150,7 +167,8 @@ class ArgsStore:
             self._lengths.extend(lengths)
             return
         blob = b"".join(texts)
-        if not blob.isascii() or b"\\ud" in blob or b"\\uD" in blob:
+        # A backslash is rare in args: one memchr for it spares two searches for "\\ud"
+        if not blob.isascii() or (b"\\" in blob and (b"\\ud" in blob or b"\\uD" in blob)):
             texts = list(map(self._repaired, texts))
             lengths[present] = list(map(len, texts))
             blob = b"".join(texts)
@@ -158,19 +176,25 @@ class ArgsStore:
         self.blocks.append(self._compress(blob))
         self.block_sizes.append(len(blob))
         self.block_starts.append(self.block_starts[-1] + len(blob))
-        try:
-            known = _KNOWN.decode(b"[" + b",".join(texts) + b"]")
-        except msgspec.ValidationError:  # some args are no object (a number, a list)
-            known = [_known_one(text) for text in texts]
-        except (msgspec.DecodeError, RecursionError):
-            known = [_known_one(text) for text in texts]
+        listed = b"[" + b",".join(texts) + b"]"
         rows = present + base
-        known_rows = np.flatnonzero(np.fromiter(map(is_not, known, repeat(None)), bool,
-                                                len(known)))
-        objects = pick(known, known_rows)
-        object_rows = rows[known_rows]
-        for key in ID_KEYS:
-            self.ids[key].append(object_rows, list(map(attrgetter(key), objects)))
+        objects = self._int_ids(listed, rows)
+        if objects is not None:
+            known_rows, object_rows = np.arange(len(texts)), rows
+        else:
+            try:
+                known = _KNOWN.decode(listed)
+            except msgspec.ValidationError:  # some args are no object (a number, a list)
+                known = [_known_one(text) for text in texts]
+            except (msgspec.DecodeError, RecursionError):
+                known = [_known_one(text) for text in texts]
+            known_rows = np.flatnonzero(np.fromiter(map(is_not, known, repeat(None)), bool,
+                                                    len(known)))
+            objects = pick(known, known_rows)
+            object_rows = rows[known_rows]
+            for key in ID_KEYS:
+                self.ids[key].append(object_rows, list(map(attrgetter(key), objects)))
+        del listed
         shapes = np.fromiter(map(len, map(attrgetter("shapes"), objects)), np.int64,
                              len(objects)) > 0
         stacks = np.fromiter(map(len, map(attrgetter("stack"), objects)), np.int64,
@@ -181,6 +205,20 @@ class ArgsStore:
         only = [index for index in split.tolist()
                 if set(_ONLY_KEYS.decode(texts[known_rows[index]])) <= {SHAPES_KEY, STACK_KEY}]
         self._only_split.extend(object_rows[only])
+
+    def _int_ids(self, listed: bytes, rows: np.ndarray) -> list | None:
+        """The args (``listed``: a JSON list of them, for ``rows``) as IntArgs, their ids
+        appended; None, with nothing appended, where one is no object or an id no int64."""
+        try:
+            objects = _INT_KNOWN.decode(listed)
+            columns = [np.fromiter(map(attrgetter(key), objects), np.int64, len(objects))
+                       for key in ID_KEYS]
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, OverflowError):
+            return None  # a string id, a number as args, ...: the general path
+        for key, values in zip(ID_KEYS, columns):
+            present = values != MISSING
+            self.ids[key].append_ints(rows[present], values[present])
+        return objects
 
     def _repaired(self, text):
         """One args text as the repairs of a whole file leave it (read.py): invalid UTF-8 and

@@ -41,16 +41,11 @@ class FlowEnds:
     def add(self, events: list, starts: int) -> None:
         """The flow events of a chunk: its ``starts`` s events, then its f events."""
         # In C where it can be (map/attrgetter): a Kineto file's flows are a third of its events.
-        cats = list(map(attrgetter("cat"), events))
-        try:
-            flagged = {cat: str(cat).lower() in FLOW_CATEGORIES for cat in set(cats)}
-        except TypeError:  # a list as cat: no flow category
-            cats = [cat if hashable(cat) else None for cat in cats]
-            flagged = {cat: str(cat).lower() in FLOW_CATEGORIES for cat in set(cats)}
-        flows = np.flatnonzero(np.fromiter(map(flagged.__getitem__, cats), bool, len(cats)))
+        flows = _flow_rows(list(map(attrgetter("cat"), events)))
         if not len(flows):
             return
-        events = pick(events, flows)
+        if len(flows) < len(events):
+            events = pick(events, flows)
         ts = floats(events, "ts")
         try:
             places = list(map(attrgetter("pid", "tid"), events))
@@ -59,8 +54,12 @@ class FlowEnds:
         except TypeError:  # a list or an object as pid or tid
             codes = None
         ids = list(map(attrgetter("id"), events))
-        usable = ~np.isnan(ts) & np.fromiter(map(is_not, ids, repeat(None)), bool, len(ids))
-        if not set(map(type, ids)) <= {int, str, float, type(None)}:
+        id_types = set(map(type, ids))
+        int_ids = _int64s(ids) if id_types == {int} else None  # Kineto's: every id an int
+        usable = ~np.isnan(ts)
+        if int_ids is None:
+            usable &= np.fromiter(map(is_not, ids, repeat(None)), bool, len(ids))
+        if not id_types <= {int, str, float, type(None)}:
             usable &= np.fromiter(map(hashable, ids), bool, len(ids))
         if codes is None:
             usable &= np.fromiter((hashable(e.pid) and hashable(e.tid) for e in events), bool,
@@ -75,7 +74,10 @@ class FlowEnds:
         else:
             codes = codes[keep]
         rows = np.arange(self.count, self.count + len(keep), dtype=np.int64)
-        self.ids.append(rows, pick(ids, keep))
+        if int_ids is not None:
+            self.ids.append_ints(rows, int_ids[keep])
+        else:
+            self.ids.append(rows, pick(ids, keep))
         self._place.extend(codes)
         self._ts.extend(ts[keep])
         self._is_end.extend(flows[keep] >= starts)
@@ -99,6 +101,27 @@ class FlowEnds:
                                               self.is_end.tolist()):
             if flow_id is not None:
                 yield flow_id, is_end, (*place_of[place], ts)
+
+
+def _flow_rows(cats: list) -> np.ndarray:
+    """Which of the s/f events (their ``cats``) are flows of the ac2g categories."""
+    if cats and cats.count(cats[0]) == len(cats):  # one category (Kineto's "ac2g"): no hashing
+        return np.arange(len(cats)) if str(cats[0]).lower() in FLOW_CATEGORIES else \
+            np.zeros(0, np.int64)
+    try:
+        flagged = {cat: str(cat).lower() in FLOW_CATEGORIES for cat in set(cats)}
+    except TypeError:  # a list as cat: no flow category
+        cats = [cat if hashable(cat) else None for cat in cats]
+        flagged = {cat: str(cat).lower() in FLOW_CATEGORIES for cat in set(cats)}
+    return np.flatnonzero(np.fromiter(map(flagged.__getitem__, cats), bool, len(cats)))
+
+
+def _int64s(ids: list) -> np.ndarray | None:
+    """Ints as int64, None where one does not fit."""
+    try:
+        return np.fromiter(ids, np.int64, len(ids))
+    except OverflowError:
+        return None
 
 
 @dataclass

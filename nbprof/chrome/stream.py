@@ -137,16 +137,16 @@ class EventChunks:
             if boundary is None:
                 continue
             tries += 1
-            body = buffer[:at + 1]
-            events = self._decoded(body, consumed, base)
+            events = self._decoded(buffer, at + 1, consumed, base)
             if events is not None:
                 return events, boundary.end() - 1  # the next event's '{'
         return None
 
-    def _decoded(self, body: bytes, consumed: int, base: int):
-        """The events of ``body`` (whole events joined by commas), repaired as read.py repairs
-        a whole file; None when the cut was not between events (the error is at its end)."""
-        text = b"[" + body + b"]"
+    def _decoded(self, buffer: bytes, end: int, consumed: int, base: int):
+        """The events of ``buffer[:end]`` (whole events joined by commas), repaired as read.py
+        repairs a whole file; None when the cut was not between events (the error is at its
+        end)."""
+        text = b"".join((b"[", memoryview(buffer)[:end], b"]"))  # one copy of the chunk
         for _ in range(3):
             try:
                 return decode_events(text, self.path, base)

@@ -181,3 +181,38 @@ def test_an_event_longer_than_a_chunk_with_many_cuts_inside_its_strings_streams_
     assert sum(len(events) for _, events in chunks) == 400
     trace = nbprof.load(path)
     assert len(trace) == 400 and trace.event_args[0]["text"] == tricky["args"]["text"]
+
+
+def kineto_launches(count, correlation):
+    """Kineto's layout: an op, its cudaLaunchKernel and the kernel, tied by the correlation
+    in both args and by an ac2g flow; ``correlation(i)`` is launch i's id."""
+    events = []
+    for i in range(count):
+        corr, ts = correlation(i), i * 10
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 1, "ts": ts,
+             "dur": 8, "args": {"External id": i}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": ts + 1, "dur": 2, "args": {"External id": i, "correlation": corr}},
+            {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": ts + 5,
+             "dur": 3, "args": {"External id": i, "correlation": corr, "device": 0,
+                                "stream": 7}},
+            {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 1, "tid": 1,
+             "ts": ts + 1},
+            {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": corr, "pid": 0, "tid": 7,
+             "ts": ts + 5, "bp": "e"}]
+    return [json.dumps(event).encode() for event in events]
+
+
+@pytest.mark.parametrize("odd", ["a-string", 2 ** 63, 2.5])
+def test_chunks_of_int_ids_link_as_chunks_of_other_ids(tmp_path, monkeypatch, odd):
+    # Chunks whose ids are all ints take a numpy path of their own; the chunk with the odd
+    # id (and the whole file, read as one chunk) the general one: the links must agree.
+    path = write(tmp_path, kineto_launches(60, lambda i: odd if i == 30 else 1000 + i))
+    whole = load_in_chunks(path, monkeypatch, chunk_bytes=1 << 40)
+    chunked = load_in_chunks(path, monkeypatch, chunk_bytes=2048)
+    same_trace(chunked, whole)
+    for trace in (whole, chunked):
+        launched = [trace.names[trace.name_id[row]] for row in trace.gpu_launch.tolist()]
+        assert launched == [f"op{i}" for i in range(60)]
+        assert trace.gpu_args[30]["correlation"] == odd
