@@ -40,3 +40,26 @@ def nest(start_ns: np.ndarray, end_ns: np.ndarray, thread: np.ndarray):
         _nest_sorted(np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64), lanes, top,
                      depth, parent, self_ns)
     return depth, parent, self_ns
+
+
+def time_ordered(rows: np.ndarray, first: np.ndarray, then) -> np.ndarray:
+    """``rows`` ordered by ``first[row]``, then by ``then(rows)`` (a function: the second key
+    of the rows it is given), then by position: ``rows[np.lexsort((then(rows), first[rows]))]``.
+
+    A trace's start times come nearly sorted, where a stable argsort (timsort) runs in about
+    linear time, and lexsort does not (1.3 s for 3.6M sorted rows, against 3 ms): lexsort
+    is left to order the rows that tie on ``first``, each group in place."""
+    key = first[rows]
+    order = np.argsort(key, kind="stable")
+    rows, key = rows[order], key[order]
+    del order
+    tied = key[1:] == key[:-1]
+    if tied.any():
+        member = np.zeros(len(rows), bool)
+        member[1:] = tied
+        member[:-1] |= tied
+        at = np.flatnonzero(member)
+        del tied, member
+        group_rows = rows[at]
+        rows[at] = group_rows[np.lexsort((then(group_rows), key[at]))]
+    return rows

@@ -35,7 +35,7 @@ from .args import MISSING, LazyArgs
 from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
 from .read import MAX_TIME_US, Column, TraceFormatError, hashable, pick
 from ..events import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
-from ..nesting import nest
+from ..nesting import nest, time_ordered
 
 # Kineto's GPU-side categories (lower-cased; older files capitalise them) -> GPU kind.
 GPU_CATEGORY_KIND = {
@@ -171,11 +171,9 @@ class Load:
         # Rows in the order a Trace keeps: CPU by start, the enclosing one first on ties (as
         # Trace.build sorts); GPU by start then end. Sorting here, before any per-row dict is
         # made, spares remapping those dicts afterwards.
-        cpu_rows = np.flatnonzero(~is_gpu)
-        cpu_rows = cpu_rows[np.lexsort((start_ns[cpu_rows] - end_ns[cpu_rows],
-                                        start_ns[cpu_rows]))]
-        gpu_rows = np.flatnonzero(is_gpu)
-        gpu_rows = gpu_rows[np.lexsort((end_ns[gpu_rows], start_ns[gpu_rows]))]
+        cpu_rows = time_ordered(np.flatnonzero(~is_gpu), start_ns,
+                                lambda rows: start_ns[rows] - end_ns[rows])
+        gpu_rows = time_ordered(np.flatnonzero(is_gpu), start_ns, lambda rows: end_ns[rows])
 
         launch = self.launches(cpu_rows, gpu_rows, flows)
         # Each of the file's columns is freed once read for the last time: at millions of

@@ -1,9 +1,10 @@
 """The streaming loader's building blocks: columns that grow in place, and nesting."""
 
 import numpy as np
+import pytest
 
 from nbprof.chrome.growing import RESERVE_BYTES, GrowingColumn
-from nbprof.nesting import nest
+from nbprof.nesting import nest, time_ordered
 
 
 def test_a_growing_column_holds_what_was_appended_past_several_growths():
@@ -51,3 +52,15 @@ def test_nesting_over_all_threads_at_once_matches_a_stack_per_thread():
         got, want = nest(start, end, thread.astype(np.int32)), _nest_by_stacks(start, end, thread)
         for a, b in zip(got, want):
             assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("span", [3, 1000, 10 ** 12])
+def test_time_ordered_is_lexsorts_order(span):
+    # Few distinct starts (many ties, sorted by the second key in groups), and nearly none
+    rng = np.random.default_rng(span)
+    for size in (0, 1, 2, 7, 5000):
+        start, length = rng.integers(0, span, size), rng.integers(0, 5, size)
+        rows = np.flatnonzero(rng.random(size) < 0.7)
+        expected = rows[np.lexsort((start[rows] - length[rows], start[rows]))]
+        got = time_ordered(rows, start, lambda picked: start[picked] - length[picked])
+        assert np.array_equal(got, expected), size
