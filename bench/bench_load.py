@@ -2,12 +2,17 @@
 
 The file: ../shared/traces/gpu_training_step_68k.json.gz's events tiled in time until the text
 reaches --mb megabytes, each copy with fresh ids (External id, correlation, flow id) and times,
-written as a plain .json under --work (deleted afterwards). Each reader runs in a fresh Python
+written as a plain .json under --work (deleted afterwards). With --shapes the tiled trace is
+gpu_sampled_rank0.json.gz instead, recorded with record_shapes: 42% of its events (87% of its
+cpu_ops) carry "Input Dims" and "Input type", which the 68k trace has none of. --profile adds a
+third child: nbprof.load under cProfile, its top functions by own time and the share of the args'
+shapes path (the args of the rows with shapes or a stack, read for their keys). Each reader runs in a fresh Python
 (modules imported before the clock starts); its peak RSS is the child's VmHWM. Prints
 time nbprof / json.load (target <= 0.5) and peak RSS / file size (target <= 0.35; json.load is
 ~4.8x).
 
-    .venv/bin/python bench/bench_load.py [--mb 1100] [--work /tmp/nbprof_bench_load]
+    .venv/bin/python bench/bench_load.py [--mb 1100] [--work /tmp/nbprof_bench_load] [--shapes]
+        [--profile]
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ import sys
 import orjson
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SOURCE = ROOT.parent / "shared" / "traces" / "gpu_training_step_68k.json.gz"
+TRACES = ROOT.parent / "shared" / "traces"
+SOURCE, SHAPES_SOURCE = TRACES / "gpu_training_step_68k.json.gz", TRACES / "gpu_sampled_rank0.json.gz"
 ID_KEYS = ("External id", "correlation", "Ev Idx")
 
 
-def build(path: pathlib.Path, megabytes: float) -> int:
-    """Write the tiled Kineto file; the number of events in it."""
-    data = orjson.loads(gzip.decompress(SOURCE.read_bytes()))
+def build(path: pathlib.Path, megabytes: float, source: pathlib.Path = SOURCE) -> int:
+    """Write ``source``'s events tiled as a Kineto file; the number of events in it."""
+    data = orjson.loads(gzip.decompress(source.read_bytes()))
     events = data.pop("traceEvents")
     slices = [event for event in events if event.get("ph") != "M"]
     metadata = [event for event in events if event.get("ph") == "M"]
@@ -97,6 +103,27 @@ def settled(path: pathlib.Path) -> None:
             pass
 
 
+def profiled(path: pathlib.Path) -> None:
+    """nbprof.load under cProfile in a fresh Python: the top functions by own time, and the
+    share of the whole load that the args' shapes path (ArgsStore's keys-only check) took."""
+    code = (f"import cProfile, pstats, io, json, nbprof, nbprof.chrome\n"
+            f"profile = cProfile.Profile()\nprofile.enable()\n"
+            f"nbprof.load({str(path)!r})\nprofile.disable()\n"
+            f"stats = pstats.Stats(profile, stream=io.StringIO())\n"
+            f"total = sum(row[2] for row in stats.stats.values())\n"
+            f"shapes = sum(row[3] for key, row in stats.stats.items()\n"
+            f"             if key[0].endswith('args.py') and key[2] == '_only_split')\n"
+            f"top = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:8]\n"
+            f"print(json.dumps({{'total': total, 'shapes': shapes, 'top': ["
+            f"[f'{{k[0].split(\"/\")[-1]}}:{{k[2]}}', r[2]] for k, r in top]}}))")
+    result, _rss = child(code)
+    print(f"[load] cProfile: nbprof.load {result['total']:.1f} s (profiled), the shapes path "
+          f"(args.py _only_split, cumulative) {result['shapes']:.2f} s = "
+          f"{result['shapes'] / result['total']:.1%}")
+    for name, seconds in result["top"]:
+        print(f"[load]   own time {seconds:6.2f} s  {name}")
+
+
 def measure(path: pathlib.Path) -> None:
     settled(path)
     size = path.stat().st_size
@@ -127,13 +154,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=1100)
     parser.add_argument("--work", default="/tmp/nbprof_bench_load")
+    parser.add_argument("--shapes", action="store_true",
+                        help="tile gpu_sampled_rank0 (ops with Input Dims) instead of the 68k trace")
+    parser.add_argument("--profile", action="store_true",
+                        help="also run nbprof.load under cProfile: where its time goes")
     options = parser.parse_args()
     work = pathlib.Path(options.work)
     work.mkdir(parents=True, exist_ok=True)
     path = work / "huge_kineto.json"
     try:
-        build(path, options.mb)
+        build(path, options.mb, SHAPES_SOURCE if options.shapes else SOURCE)
         measure(path)
+        if options.profile:
+            profiled(path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

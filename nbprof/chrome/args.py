@@ -202,9 +202,7 @@ class ArgsStore:
         self._shapes.extend(object_rows[shapes])
         self._stacks.extend(object_rows[stacks])
         split = np.flatnonzero(shapes | stacks)
-        only = [index for index in split.tolist()
-                if set(_ONLY_KEYS.decode(texts[known_rows[index]])) <= {SHAPES_KEY, STACK_KEY}]
-        self._only_split.extend(object_rows[only])
+        self._only_split.extend(object_rows[_only_split(texts, known_rows, split)])
 
     def _int_ids(self, listed: bytes, rows: np.ndarray) -> list | None:
         """The args (``listed``: a JSON list of them, for ``rows``) as IntArgs, their ids
@@ -287,6 +285,13 @@ def decode_value(text):
 def _finite_or_none(text: str):
     value = float(text)
     return value if math.isfinite(value) else None
+
+
+def _only_split(texts: list, known_rows: np.ndarray, split: np.ndarray) -> list:
+    """Which of ``split`` (indices into known_rows: args with shapes or a stack) have no other
+    key, so that their "args" view leaves them out."""
+    return [index for index in split.tolist()
+            if set(_ONLY_KEYS.decode(texts[known_rows[index]])) <= {SHAPES_KEY, STACK_KEY}]
 
 
 def _known_one(text):

@@ -221,6 +221,34 @@ def test_args_that_are_not_objects_are_kept_and_hold_no_shapes_or_stack(tmp_path
     assert trace.shapes == {0: [[2, 3]]} and trace.event_args[3] == 5
 
 
+
+def test_args_of_only_shapes_or_a_stack_are_no_event_args_with_int_ids_or_any(tmp_path):
+    # The loader reads for their keys only the rows with shapes or a stack and no id: an id
+    # (int64's lowest as well, which stands for none inside) is another key
+    events = [cpu("dims", 0, 1, **{"Input Dims": [[2, 3]]}),
+              cpu("dims_id", 2, 1, **{"Input Dims": [[1]], "External id": 5}),
+              cpu("dims_type", 4, 1, **{"Input Dims": [[1]], "Input type": ["float"]}),
+              cpu("stack", 6, 1, **{"Call stack": "a.py(1): f"}),
+              cpu("lowest", 8, 1, **{"Input Dims": [[1]], "External id": -(1 << 63)}),
+              cpu("both", 10, 1, **{"Input Dims": [[4]], "Call stack": "b.py(2): g"})]
+    text = json.dumps({"traceEvents": events})
+    for written, odd in (('"Input Dims": [[2, 3]]', '"Input Dims": [[7]], "Input Dims": [[2, 3]]'),
+                         ('"Input Dims": [[4]]', '"Input\\u0020Dims": [[4]]')):
+        assert written in text
+        text = text.replace(written, odd)  # a repeated key, an escaped key: still only shapes
+    expected_args = {1: {"External id": 5}, 2: {"Input type": ["float"]},
+                     4: {"External id": -(1 << 63)}}
+    for ids in ("ints", "a string id"):  # the two ways ArgsStore reads a chunk's ids
+        if ids != "ints":
+            text = text.replace('"External id": 5', '"External id": "5"')
+            expected_args[1] = {"External id": "5"}
+        path = tmp_path / "shapes.json"
+        path.write_text(text)
+        trace = nbprof.load(path)
+        assert trace.event_args == expected_args, ids
+        assert trace.shapes == {0: [[2, 3]], 1: [[1]], 2: [[1]], 4: [[1]], 5: [[4]]}, ids
+        assert trace.stacks == {3: ("a.py(1): f",), 5: ("b.py(2): g",)}, ids
+
 BAD_EVENTS = [
     ([cpu("ok", 0, 1), {"ph": "X", "name": "no_dur", "pid": 1, "tid": 1, "ts": 3}],
      r"event 1 \(X 'no_dur'\) has no 'dur'"),
