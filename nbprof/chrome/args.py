@@ -57,6 +57,7 @@ _KNOWN = msgspec.json.Decoder(list[KnownArgs | None])
 _INT_KNOWN = msgspec.json.Decoder(list[IntArgs])
 _KNOWN_ONE = msgspec.json.Decoder(KnownArgs)
 _ONLY_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ONLY_KEYS_LIST = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
 ID_KEYS = ("correlation", "external_id", "device", "stream")
 
 
@@ -178,7 +179,7 @@ class ArgsStore:
         self.block_starts.append(self.block_starts[-1] + len(blob))
         listed = b"[" + b",".join(texts) + b"]"
         rows = present + base
-        objects = self._int_ids(listed, rows)
+        objects, has_id = self._int_ids(listed, rows)
         if objects is not None:
             known_rows, object_rows = np.arange(len(texts)), rows
         else:
@@ -201,22 +202,32 @@ class ArgsStore:
                              len(objects)) > 0
         self._shapes.extend(object_rows[shapes])
         self._stacks.extend(object_rows[stacks])
-        split = np.flatnonzero(shapes | stacks)
-        self._only_split.extend(object_rows[_only_split(texts, known_rows, split)])
+        # Most rows with shapes (Kineto's cpu_ops) have an id too, hence another key: only the
+        # rest need reading for their keys
+        split = shapes | stacks
+        if has_id is not None:
+            split &= ~has_id
+        split = np.flatnonzero(split)
+        if len(split):
+            self._only_split.extend(object_rows[split[_only_split(
+                pick(texts, known_rows[split]), shapes[split], stacks[split])]])
 
-    def _int_ids(self, listed: bytes, rows: np.ndarray) -> list | None:
+    def _int_ids(self, listed: bytes, rows: np.ndarray) -> tuple:
         """The args (``listed``: a JSON list of them, for ``rows``) as IntArgs, their ids
-        appended; None, with nothing appended, where one is no object or an id no int64."""
+        appended, and which of them have an id; (None, None), with nothing appended, where one
+        is no object or an id no int64."""
         try:
             objects = _INT_KNOWN.decode(listed)
             columns = [np.fromiter(map(attrgetter(key), objects), np.int64, len(objects))
                        for key in ID_KEYS]
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, OverflowError):
-            return None  # a string id, a number as args, ...: the general path
+            return None, None  # a string id, a number as args, ...: the general path
+        has_id = np.zeros(len(objects), bool)
         for key, values in zip(ID_KEYS, columns):
-            present = values != MISSING
+            present = values != MISSING  # MISSING itself as a value: no id here, still exact
             self.ids[key].append_ints(rows[present], values[present])
-        return objects
+            has_id |= present
+        return objects, has_id
 
     def _repaired(self, text):
         """One args text as the repairs of a whole file leave it (read.py): invalid UTF-8 and
@@ -287,11 +298,16 @@ def _finite_or_none(text: str):
     return value if math.isfinite(value) else None
 
 
-def _only_split(texts: list, known_rows: np.ndarray, split: np.ndarray) -> list:
-    """Which of ``split`` (indices into known_rows: args with shapes or a stack) have no other
-    key, so that their "args" view leaves them out."""
-    return [index for index in split.tolist()
-            if set(_ONLY_KEYS.decode(texts[known_rows[index]])) <= {SHAPES_KEY, STACK_KEY}]
+def _only_split(texts: list, shapes: np.ndarray, stacks: np.ndarray) -> np.ndarray:
+    """Which of ``texts`` (args objects; ``shapes``/``stacks``: which have those keys) have no
+    other key, so that their "args" view leaves them out: those whose count of distinct keys
+    is the count of the two they have. One decode for all of them."""
+    try:
+        keys = _ONLY_KEYS_LIST.decode(b"[" + b",".join(texts) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        keys = list(map(_ONLY_KEYS.decode, texts))  # one at a time, as before: any error is theirs
+    counts = np.fromiter(map(len, keys), np.int64, len(keys))
+    return np.flatnonzero(counts == shapes.astype(np.int64) + stacks)
 
 
 def _known_one(text):
