@@ -150,18 +150,40 @@ def run_all_cells(page, attempts=3):
     raise AssertionError(f"Run All Cells started no cell in {attempts} attempts")
 
 
-# Every code cell has run: each prompt reads [n] (none [*] or [ ]) and the kernel is idle.
-_ALL_RUN_JS = """(panel) => {
-    const prompts = [...document.querySelectorAll(panel + ' .jp-CodeCell .jp-InputPrompt')];
+# Where a Run All stands: every code cell's prompt ([n] ran, [*] queued or running, [ ] not run)
+# and whether the kernel is idle.
+_RUN_STATE_JS = """(panel) => {
+    const prompts = [...document.querySelectorAll(panel + ' .jp-CodeCell .jp-InputPrompt')]
+        .map(p => /\\[\\d+\\]/.test(p.textContent) ? 'ran' : /\\[\\*\\]/.test(p.textContent) ? 'queued' : 'not run');
     const indicator = document.querySelector(panel + ' .jp-Notebook-ExecutionIndicator');
-    return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent))
-        && (!indicator || indicator.dataset.status === 'idle'); }"""
+    return {prompts, idle: !indicator || indicator.dataset.status === 'idle'}; }"""
 
 
 def wait_until_all_cells_ran(page, timeout_ms: int = 180_000) -> None:
     """Wait for the end of a Run All: counting widgets is not enough, as a cell that has not yet
-    run still shows its previous output."""
-    page.wait_for_function(_ALL_RUN_JS, arg=PANEL, timeout=timeout_ms)
+    run still shows its previous output. Under load Lab sometimes runs the first cells and drops
+    the rest (the kernel idle, later prompts still [ ]): then the cells from the first dropped one
+    are run again (Run Selected Cell and All Below), never the ones that ran."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    dropped_since = None
+    while time.monotonic() < deadline:
+        state = page.evaluate(_RUN_STATE_JS, PANEL)
+        prompts = state["prompts"]
+        if prompts and all(p == "ran" for p in prompts) and state["idle"]:
+            return
+        dropped = state["idle"] and "queued" not in prompts and "not run" in prompts
+        if not dropped:
+            dropped_since = None
+        elif dropped_since is None:
+            dropped_since = time.monotonic()
+        elif time.monotonic() - dropped_since > 5:
+            first = prompts.index("not run")
+            page.locator(f"{PANEL} .jp-CodeCell .jp-InputPrompt").nth(first).click()
+            menu(page, "Run", "Run Selected Cell and All Below")
+            dropped_since = None
+        page.wait_for_timeout(500)
+    raise AssertionError(f"Run All did not finish in {timeout_ms / 1000:.0f} s: "
+                         f"{page.evaluate(_RUN_STATE_JS, PANEL)}")
 
 
 def menu(page, top: str, item: str, attempts: int = 4) -> None:
