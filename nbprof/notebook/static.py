@@ -48,7 +48,8 @@ _EMBED_JS = """(function () {
       widget.style.display = "none";
       return;
     }
-    if (output && tries > 0) setTimeout(() => quiet(tries - 1), 1000);
+    // not yet in its output area (a loaded page may run this before attaching it): look again
+    if (tries > 0) setTimeout(() => quiet(tries - 1), 1000);
   };
   quiet(60);
 })();"""
