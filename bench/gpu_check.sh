@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# GPU checks, in one run of under 8 minutes (timeouts 270 s + 120 s + 45 s, imports first):
+# GPU checks, in one run of under 8 minutes (timeouts 270 s + 120 s + 45 s, imports first;
+# TESTS_TIMEOUT, BENCH_TIMEOUT and NUMBA_TIMEOUT shorten them for a tight device budget;
+# PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
 #      anywidget, ipywidgets, numba.cuda, pyarrow...), so a missing wheel fails in seconds, not
 #      after minutes of tests (PARTIAL=1 runs the torch-only tests anyway, and exits 2)
@@ -8,14 +10,16 @@
 #   2. bench/bench_record.py --gpu   (overhead vs torch.profiler with CUPTI, events only vs the
 #      seed's ~4 us/op, exit time, event vs CUPTI agreement, anchor error)
 #   3. bench/bench_numba.py   (per-launch cost of numba.cuda kernels profiled vs not; needs numba-cuda)
+#   4. bench/gpu_probe.py   (what torch's profilers record raw here: thread ids, correlation ids)
 # Logs go to $OUT (or bench/out/gpu); summary.log says what ran and how it ended.
 #
 # The GPU machine's python3 (3.12, torch 2.11 CUDA) has numba and pytest but not bokeh, IPython
 # & co. nbprof is used from this checkout (PYTHONPATH), never pip-installed (that would pull
 # torch). Missing packages are installed into /tmp/site from wheels carried in $WHEELS (default
 # .whl/, git-ignored): each missing one and its own missing needs, since pip there reaches no index.
-# A carried wheel of a package the machine already has (numpy, jinja2, pillow...) is skipped: on
+# A carried wheel of a package the machine already has (jinja2, pillow...) is skipped: on
 # PYTHONPATH it would shadow the machine's copy, which its torch and numba were built against.
+# numpy is the exception (REPLACED below): carry numpy==2.4.6, as nbprof pins numpy < 2.5.
 # Prepare them here, one `pip download --no-deps --only-binary=:all: --python-version 3.12
 # --implementation cp --platform manylinux2014_x86_64 ... -d .whl NAME==VERSION` each (see the
 # device README), and name `.whl` in the run tool's `carry`. Without them only the tests that need
@@ -33,6 +37,7 @@ export PYTHONUNBUFFERED=1
     date -u
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
     "$PY" -c 'import sys, torch, numpy, numba; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), "numpy", numpy.__version__, "numba", numba.__version__)'
+    "$PY" -m pip list 2>/dev/null | grep -i -E '^(numba|numba-cuda|narwhals|pandas|pyarrow|cuda-bindings|cuda-python) ' 
 } 2>&1 | tee "$LOGS/environment.log"
 
 # module:package pairs the GPU tests import beyond torch and numpy: the very modules (a package
@@ -48,10 +53,16 @@ missing=$(missing_modules)
 if [ -n "$missing" ] && [ -d "$WHEELS" ]; then
     absent=$("$PY" - "$WHEELS" <<'PYTHON'
 import importlib.metadata, pathlib, sys
+# Installed over the machine's copy all the same: its numba-cuda 0.30.4 fails on its numpy 2.5
+# (np.row_stack is gone; seen 2026-12-04), and nbprof pins numpy < 2.5 for that reason.
+REPLACED = {"numpy"}
 for wheel in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):
     name = wheel.name.split("-")[0].lower()
     if name in ("torch", "triton") or name.startswith("nvidia"):  # never the machine's torch
         print(f"skipped {wheel.name}: the machine's own torch stack stays", file=sys.stderr)
+        continue
+    if name in REPLACED:
+        print(wheel)
         continue
     try:
         importlib.metadata.distribution(wheel.name.split("-")[0])
@@ -86,17 +97,21 @@ if [ -n "$missing" ]; then
     status=2
 fi
 
-timeout 270 "$PY" -m pytest -m gpu $tests -v -s -p no:cacheprovider 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
+per_test=""  # a hung test fails alone instead of eating the whole run's time
+"$PY" -c 'import pytest_timeout' 2>/dev/null && per_test="--timeout 100"
+timeout "${TESTS_TIMEOUT:-270}" "$PY" -m pytest -m gpu $tests -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
 
-timeout 120 "$PY" bench/bench_record.py --gpu --rounds 3 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench.log"
+timeout "${BENCH_TIMEOUT:-120}" "$PY" bench/bench_record.py --gpu --rounds 3 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench.log"
 bench_rc=${PIPESTATUS[0]}
 [ "$bench_rc" -eq 0 ] || status=1
 
-timeout 45 "$PY" bench/bench_numba.py --rounds 5 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_numba.log"
+timeout "${NUMBA_TIMEOUT:-45}" "$PY" bench/bench_numba.py --rounds 5 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_numba.log"
 numba_rc=${PIPESTATUS[0]}
 [ "$numba_rc" -eq 0 ] || status=1
+
+timeout 60 "$PY" bench/gpu_probe.py 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_probe.log"
 
 echo "gpu tests: rc=$tests_rc, $tests$left_out: $(tail -n 1 "$LOGS/gpu_tests.log")" | tee "$LOGS/summary.log"
 echo "gpu bench: rc=$bench_rc" | tee -a "$LOGS/summary.log"
