@@ -16,6 +16,7 @@ Pure: numpy and the model only.
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
 
@@ -138,11 +139,41 @@ def with_gpu(trace: Trace, *, start_ns, end_ns, names, device, stream, launch, k
         counters=trace.counters)
 
 
-def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict) -> np.ndarray:
-    """OS thread id of each legacy lane: the starting thread's is known; autograd's threads carry
-    torch's small profiler id, which Kineto's records map to the OS id (-1: not seen there)."""
-    return np.asarray([thread.tid if thread.tid == starting_tid else os_tids.get(thread.tid, -1)
-                       for thread in legacy_trace.threads], np.int64)
+def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict,
+                        cpu_trace: Trace) -> np.ndarray:
+    """OS thread id of each legacy lane. The starting thread's is known; autograd's threads carry
+    torch's small profiler id. Each of those goes to the lane of ``cpu_trace`` (the starting one
+    aside) that holds the most of its ops, names counted with their repeats; where two hold as
+    many, the one Kineto's own rows map the small id to (``os_tids``), and that one (or -1) where
+    none holds any. The map alone sent a whole backward pass (125 ops) nowhere on an H200."""
+    cpu_tids = [thread.tid for thread in cpu_trace.threads]
+    cpu_names = _names_by_lane(cpu_trace)
+    legacy_names = _names_by_lane(legacy_trace)
+    found = []
+    for lane, thread in enumerate(legacy_trace.threads):
+        if thread.tid == starting_tid:
+            found.append(thread.tid)
+            continue
+        mapped = os_tids.get(thread.tid, -1)
+        ops = legacy_names.get(lane, Counter())
+        best, best_score = mapped, 0
+        for cpu_lane, tid in enumerate(cpu_tids):
+            if tid == starting_tid:
+                continue
+            held = cpu_names.get(cpu_lane, Counter())
+            score = sum(min(count, held[name]) for name, count in ops.items())
+            if score > best_score or (score == best_score and score and tid == mapped):
+                best, best_score = tid, score
+        found.append(best)
+    return np.asarray(found, np.int64)
+
+
+def _names_by_lane(trace: Trace) -> dict:
+    """lane -> Counter of its rows' names."""
+    found: dict = {}
+    for lane, name_id in zip(trace.thread.tolist(), trace.name_id.tolist()):
+        found.setdefault(lane, Counter())[trace.names[name_id]] += 1
+    return found
 
 
 def event_intervals_onto(cpu_trace: Trace, legacy_trace: Trace, lane_os_tids: np.ndarray):
@@ -187,20 +218,32 @@ def unmatched_note(counts: dict) -> str | None:
             "interval.")
 
 
-def kernel_columns(devices, cpu_correlation: np.ndarray, cpu_linked: np.ndarray,
-                   cpu_rows: np.ndarray, base_time_ns: int) -> dict:
-    """CUPTI's device rows as GPU columns; each launched by the trace row of the op whose
-    correlation id it carries (``cpu_correlation[i]`` belongs to trace row ``cpu_rows[i]``; only
-    ops count, ``cpu_linked[i] == 0``: a runtime call's own id is CUPTI's and may be the same
-    number as an op's, as torch's own parser also keeps apart)."""
-    by_correlation = {}
-    is_op = np.asarray(cpu_linked) == 0
-    for correlation, row, op in zip(np.asarray(cpu_correlation).tolist(),
-                                    np.asarray(cpu_rows).tolist(), is_op.tolist()):
-        if op and correlation > 0 and row >= 0:
-            by_correlation.setdefault(correlation, row)
-    launch = np.asarray([by_correlation.get(correlation, NO_ID) for correlation in
-                         np.asarray(devices.correlation).tolist()], np.int64)
+def kernel_columns(devices, cpu_names, cpu_correlation: np.ndarray, cpu_rows: np.ndarray,
+                   parents: np.ndarray, base_time_ns: int) -> dict:
+    """CUPTI's device rows as GPU columns, each launched by a trace row: the op whose correlation
+    id it carries as its linked one (torch's link); else, through CUPTI's own correlation id, the
+    runtime call that launched it (cudaLaunchKernel, cudaGraphLaunch...) and the innermost slice
+    around that call (an op or a record_function range; the call itself where none encloses it).
+    ``cpu_correlation[i]`` and ``cpu_names[i]`` belong to trace row ``cpu_rows[i]`` (-1: not in
+    the trace); ``parents``: the trace's parent column. A runtime call's correlation id is CUPTI's
+    and an op's torch's: two number spaces that may hold the same number, so they are kept apart
+    by the row's name, as torch's own parser keeps them apart."""
+    by_op, by_call = {}, {}
+    for name, correlation, row in zip(cpu_names, np.asarray(cpu_correlation).tolist(),
+                                      np.asarray(cpu_rows).tolist()):
+        if correlation > 0 and row >= 0:
+            (by_call if is_runtime_call(name) else by_op).setdefault(correlation, row)
+    runtime = devices.runtime_correlation
+    if runtime is None:
+        runtime = np.zeros(len(devices.names), np.int64)
+    launch = np.full(len(devices.names), NO_ID, np.int64)
+    for index, (linked, own) in enumerate(zip(np.asarray(devices.correlation).tolist(),
+                                              np.asarray(runtime).tolist())):
+        row = by_op.get(linked, NO_ID) if linked > 0 else NO_ID
+        if row == NO_ID and own > 0 and own in by_call:
+            call = by_call[own]
+            row = int(parents[call]) if parents[call] >= 0 else call
+        launch[index] = row
     return dict(start_ns=np.asarray(devices.start_ns, np.int64) - base_time_ns,
                 end_ns=np.asarray(devices.end_ns, np.int64) - base_time_ns,
                 names=list(devices.names), device=devices.device, stream=devices.stream,
@@ -267,7 +310,8 @@ def gpu_records_to_trace(records, *, anchor_name: str, base_time_ns: int, starti
                                      meta=meta)
     parts = []
     if legacy_trace is not None:
-        lanes = legacy_lane_os_tids(legacy_trace, starting_thread.tid, kineto.os_tids)
+        lanes = legacy_lane_os_tids(legacy_trace, starting_thread.tid, kineto.os_tids,
+                                    cpu_trace)
         intervals, counts = event_intervals_onto(cpu_trace, legacy_trace, lanes)
         cpu_trace.meta["event_matching"] = counts
         if note := unmatched_note(counts):
@@ -276,8 +320,8 @@ def gpu_records_to_trace(records, *, anchor_name: str, base_time_ns: int, starti
     if len(kineto.devices.names):
         rows = rows_in_trace(cpu_trace, kineto.cpu.tid, kineto.cpu.start_ns, kineto.cpu.end_ns,
                              base_time_ns)
-        parts.append(kernel_columns(kineto.devices, kineto.correlation, kineto.linked, rows,
-                                    base_time_ns))
+        parts.append(kernel_columns(kineto.devices, kineto.cpu.names, kineto.correlation, rows,
+                                    cpu_trace.parent, base_time_ns))
     if records.legacy_lists is None:
         error = getattr(records, "legacy_error", "")
         only = "" if len(kineto.devices.names) else " (none were recorded: CPU times only)"

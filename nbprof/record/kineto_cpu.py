@@ -16,6 +16,7 @@ id of the op that launched them.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import NamedTuple
 
 import json
@@ -74,6 +75,11 @@ class DeviceRecords(NamedTuple):
     correlation: np.ndarray  # int64: the launching op's correlation id (0: none)
     kinds: list  # "kernel" / "memcpy" / "memset"
     args: dict  # row -> grid, block, bytes... (from Kineto's metadata), where it says
+    # int64: CUPTI's own correlation id, the one its runtime call (cudaLaunchKernel,
+    # cudaGraphLaunch...) carries too; None where not read. The way to the launch when torch
+    # links no op: a graph replayed inside a record_function range alone (CUPTI links kernels to
+    # ops, not to user ranges), or a thread where torch's link is missing.
+    runtime_correlation: np.ndarray | None = None
 
 
 class KinetoRecords(NamedTuple):
@@ -161,11 +167,13 @@ def read_kineto_records(events, *, record_shapes=False, with_stack=False) -> Kin
     kind = type(events[0]) if len(events) else _KinetoEvent
     on_cpu = np.fromiter((device == _CPU for device in map(kind.device_type, events)), np.bool_,
                          len(events))
-    cpu_events = [event for event, cpu in zip(events, on_cpu) if cpu]
+    # CUPTI's own overhead rows ("Activity Buffer Request") come on the CPU side with thread id 0,
+    # which no thread has (Linux's is the idle task): the profiler's cost, not a lane of the
+    # user's (seen on an H200, torch 2.11).
+    cpu_events = [event for event, cpu, tid in zip(events, on_cpu, map(kind.device_resource_id,
+                                                                        events)) if cpu and tid]
     cpu = read_records(cpu_events, record_shapes=record_shapes, with_stack=with_stack)
-    os_tids = {}
-    for small, os_tid in set(zip(map(kind.start_thread_id, cpu_events), cpu.tid.tolist())):
-        os_tids.setdefault(int(small), int(os_tid))
+    os_tids = thread_ids_by_small_id(map(kind.start_thread_id, cpu_events), cpu.tid.tolist())
     device_events, kinds = [], []
     activity = getattr(kind, "activity_type", None)  # older torches lack these two
     metadata_of = getattr(kind, "metadata_json", None)
@@ -187,9 +195,22 @@ def read_kineto_records(events, *, record_shapes=False, with_stack=False) -> Kin
         list(map(kind.name, device_events)), _int_column(kind.start_ns, device_events),
         _int_column(kind.end_ns, device_events), _int_column(kind.device_index, device_events),
         _int_column(kind.device_resource_id, device_events),
-        _int_column(kind.linked_correlation_id, device_events), kinds, args)
+        _int_column(kind.linked_correlation_id, device_events), kinds, args,
+        _int_column(kind.correlation_id, device_events))
     return KinetoRecords(cpu, _int_column(kind.correlation_id, cpu_events),
                          _int_column(kind.linked_correlation_id, cpu_events), devices, os_tids)
+
+
+def thread_ids_by_small_id(small_ids, os_tids) -> dict:
+    """torch's small thread id -> the OS thread id most of its rows carry. One pairing seen
+    first is not enough: on an H200 small id 1 (the main thread) also came with OS tid 0 on a
+    CUPTI row, and whichever pair a set gave first won, so autograd's records found no lane."""
+    counts = Counter(zip(map(int, small_ids), map(int, os_tids)))
+    found: dict = {}
+    for (small, os_tid), _count in counts.most_common():
+        if os_tid:
+            found.setdefault(small, os_tid)
+    return found
 
 
 def _int_column(method, events) -> np.ndarray:

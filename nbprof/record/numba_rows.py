@@ -178,11 +178,14 @@ def event_intervals_of(trace: Trace, op_rows: set) -> dict:
 
 
 def link_cupti_kernels(rows: NewRows, own_rows: list) -> int:
-    """CUPTI's kernels that no op launched, linked to the numba launches (with their own
+    """CUPTI's kernels of numba functions, linked to the numba launches (with their own
     slices) that ran them, through numba's mangled entry names; ``own_rows``: (slice name, row,
-    start_ns, args) of those launches. Returns how many such kernels stayed unpaired."""
+    start_ns, args) of those launches. Returns how many such kernels stayed unpaired. Every
+    kernel is a candidate, not only unlinked ones: the converter links a kernel that no op
+    launched to the slice around its runtime call, which for a numba launch is the user's range
+    around it (or a record_function numba's path opens), never better than numba's own slice."""
     trace = rows.trace
-    unlinked = np.flatnonzero((trace.gpu_kind == KIND_KERNEL) & (trace.gpu_launch < 0))
+    unlinked = np.flatnonzero(trace.gpu_kind == KIND_KERNEL)
     if not own_rows or not len(unlinked):
         return 0
     known = known_numba_launches((name, args) for name, _, _, args in own_rows)

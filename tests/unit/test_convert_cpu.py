@@ -11,7 +11,8 @@ from torch.autograd import ProfilerConfig, ProfilerState
 from nbprof.convert import (cpu_records_to_trace, drop_profiler_frames, intern_names,
                             legacy_records_to_trace)
 from nbprof.events import Thread
-from nbprof.record.kineto_cpu import UNDECODABLE_NAME, CpuRecords, read_records
+from nbprof.record.kineto_cpu import (UNDECODABLE_NAME, CpuRecords, read_records,
+                                      thread_ids_by_small_id)
 
 BASE_NS = 1_796_000_000_000_000_000
 
@@ -139,3 +140,12 @@ def test_a_record_whose_name_torch_cannot_decode_is_kept_and_says_so():
     assert columns.names == ["a.py(1): f", UNDECODABLE_NAME, "a.py(2): g"]
     assert columns.start_ns.tolist() == [10, 20, 30] and columns.tid.tolist() == [7, 7, 7]
     assert columns.is_python.all()
+
+
+def test_small_thread_ids_map_to_the_os_thread_most_of_their_rows_carry():
+    # as an H200 showed it: the main thread's small id 1 also on a CUPTI row of OS tid 0, seen
+    # first; autograd's small id 2 on its own thread
+    small = [1, 1, 1, 2, 2, 1]
+    os_tids = [0, 899, 899, 924, 924, 899]
+    assert thread_ids_by_small_id(small, os_tids) == {1: 899, 2: 924}
+    assert thread_ids_by_small_id([3], [0]) == {}  # never a thread that no row really ran on

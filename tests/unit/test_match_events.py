@@ -33,7 +33,7 @@ def legacy_lists():
     return list(rec.lists.values())
 
 
-def kineto_records(ops=OPS, extra=()):
+def kineto_records(ops=OPS, extra=(), extra_devices=()):
     """Kineto's view: the same ops 200 ns earlier (its callback runs first), each op's
     cudaLaunchKernel, the legacy stub's own cudaEventRecord after each push and pop, nbprof's
     anchor, and an op on a plain Python thread that the legacy profiler never sees."""
@@ -46,7 +46,7 @@ def kineto_records(ops=OPS, extra=()):
                  ("cudaEventRecord", start + 300, start + 400, tid, 0, 0),
                  ("cudaEventRecord", end + 200, end + 300, tid, 0, 0)]
     rows += [("aten::add", 50 * US, 51 * US, WORKER, 15, 0),
-             *[(*row, 0) for row in extra]]
+             *[row if len(row) == 6 else (*row, 0) for row in extra]]
     cpu = CpuRecords(
         names=[r[0] for r in rows], start_ns=T + np.array([r[1] for r in rows]),
         end_ns=T + np.array([r[2] for r in rows]), tid=np.array([r[3] for r in rows]),
@@ -58,12 +58,15 @@ def kineto_records(ops=OPS, extra=()):
                ("relu_kernel", 40 * US + 200, 44 * US, 12, "kernel"),
                ("gemm_kernel", 45 * US + 300, 69 * US, 13, "kernel"),
                ("gemm_bwd_kernel", 70 * US + 400, 89 * US, 14, "kernel"),
-               ("Memcpy HtoD (Pageable -> Device)", 95 * US, 96 * US, 0, "memcpy")]
+               ("Memcpy HtoD (Pageable -> Device)", 95 * US, 96 * US, 0, "memcpy"),
+               *extra_devices]
+    # CUPTI's own id, shared with the launching runtime call (correlation + 1 in the rows above)
+    runtime = [d[5] if len(d) > 5 else (d[3] + 1 if d[3] else 0) for d in devices]
     device_records = DeviceRecords(
         [d[0] for d in devices], T + np.array([d[1] for d in devices]),
         T + np.array([d[2] for d in devices]), np.zeros(len(devices), np.int64),
         np.full(len(devices), 7), np.array([d[3] for d in devices]), [d[4] for d in devices],
-        {0: {"grid": [64, 1, 1], "block": [256, 1, 1]}, 4: {"bytes": 4096}})
+        {0: {"grid": [64, 1, 1], "block": [256, 1, 1]}, 4: {"bytes": 4096}}, np.array(runtime))
     return KinetoRecords(cpu, correlation, linked, device_records, dict(OS_TID))
 
 
@@ -118,6 +121,46 @@ def test_kernels_link_to_their_ops_by_correlation_with_grid_and_block():
     assert trace.meta["kernels"] is True
 
 
+def test_autograds_records_find_their_lane_by_its_ops_when_the_id_map_points_elsewhere():
+    # Kineto's small-id -> OS-tid map pointed autograd's id at another lane (here the loader's);
+    # the lane holding its ops wins
+    trace = convert(kineto_records()._replace(os_tids={1: MAIN, 2: WORKER}))
+    (backward,) = named(trace, "MmBackward0")
+    (row,) = gpu_rows_of(trace, backward.id, "op")
+    assert abs(trace.kernel(row).interval.start_ns - 70 * US) <= 1_000
+    assert trace.meta["event_matching"] == {"intervals_without_op": 0,
+                                            "legacy_ops_unmatched": 0, "kineto_ops_unmatched": 0}
+
+
+def test_kernels_no_op_links_go_to_the_range_around_their_runtime_call():
+    # Seen on an H200 (torch 2.11): a graph replayed inside a record_function range alone, and
+    # ops of a second Python thread, got kernels whose linked correlation is 0. CUPTI's own id
+    # still ties each kernel to its runtime call, and the call's enclosing slice launched it.
+    extra = [("CUDAGraph::replay", 100 * US, 110 * US, MAIN, 31, 0),
+             ("cudaGraphLaunch", 101 * US, 108 * US, MAIN, 900, 0),
+             ("aten::relu", 120 * US, 125 * US, WORKER, 32, 0),
+             # its runtime call's CUPTI id is also an op's torch id (11): kept apart by name
+             ("cudaLaunchKernel", 121 * US, 123 * US, WORKER, 11, 0),
+             ("cudaLaunchKernel", 130 * US, 131 * US, WORKER, 950, 0)]  # inside no slice
+    devices = [("graph_gemm", 111 * US, 115 * US, 0, "kernel", 900),
+               ("graph_relu", 115 * US, 116 * US, 0, "kernel", 900),
+               ("thread_relu", 124 * US, 126 * US, 0, "kernel", 11),
+               ("lonely_kernel", 132 * US, 133 * US, 0, "kernel", 950)]
+    trace = convert(kineto_records(extra=extra, extra_devices=devices))
+    (replay,) = named(trace, "CUDAGraph::replay")
+    assert sorted(trace.kernel(r).name for r in gpu_rows_of(trace, replay.id, "kernel")) == \
+        ["graph_gemm", "graph_relu"]
+    (relu,) = [e for e in named(trace, "aten::relu") if e.thread.tid == WORKER]
+    assert [trace.kernel(r).name for r in gpu_rows_of(trace, relu.id, "kernel")] == \
+        ["thread_relu"]
+    first_mm = min(named(trace, "aten::mm"), key=lambda e: e.cpu_interval.start_ns)
+    assert [trace.kernel(r).name for r in gpu_rows_of(trace, first_mm.id, "kernel")] == \
+        ["gemm_kernel"]  # torch's own link still wins where there is one
+    (lonely,) = [trace.kernel(r) for r in range(len(trace.gpu_start_ns))
+                 if trace.names[trace.gpu_name_id[r]] == "lonely_kernel"]
+    assert trace.names[trace.name_id[lonely.launch_id]] == "cudaLaunchKernel"
+
+
 def test_the_profilers_own_calls_and_ranges_are_left_out_the_users_kept():
     trace = convert(kineto_records())
     assert "cudaEventRecord" not in [trace.names[i] for i in trace.name_id]
@@ -147,7 +190,7 @@ def test_no_kernels_where_cupti_recorded_none_says_why_and_keeps_the_events():
     kineto = kineto_records()
     empty = DeviceRecords([], np.zeros(0, np.int64), np.zeros(0, np.int64),
                           np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                          [], {})
+                          [], {}, np.zeros(0, np.int64))
     trace = convert(kineto._replace(devices=empty))
     assert NOTE_NO_CUPTI_KERNELS in trace.meta["notes"] and trace.meta["kernels"] is False
     assert {GPU_KINDS[k] for k in trace.gpu_kind} == {"op"}
