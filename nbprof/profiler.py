@@ -20,7 +20,7 @@ from .events import Thread, Trace
 from .overhead import overhead_meta
 from .ranks import distributed_meta  # rank, world size, local rank, host under torchrun
 from .record import calibrate, forks
-from .match_events import gpu_records_to_trace
+from .match_events import gpu_records_to_trace, is_runtime_call
 from .record.cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
 from .record.cuda_graphs import GraphCaptures
 from .record.interrupts import interrupts_held
@@ -304,15 +304,27 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             warnings.warn(f"nbprof: {self.trace.meta['notes'][-1]}", RuntimeWarning, stacklevel=2)
         return False  # exceptions from the block propagate
 
+    def _ranges_on_starting_thread(self, trace: Trace) -> int:
+        """The ops and ranges of the starting thread: each ran the profilers' callbacks, which is
+        what the calibration priced. CUDA runtime calls (CUPTI's rows: a cudaLaunchKernel beside
+        every op on a GPU) and with_stack's Python frames ran none of them; counted, they put the
+        share at 100% of a GPU cell that the profilers slowed by half (H200, 2026-12-04)."""
+        if not trace.threads or trace.threads[0].tid != self._starting_thread.tid:
+            return 0
+        no_callback = np.fromiter((is_runtime_call(name) for name in trace.names), np.bool_,
+                                  len(trace.names))
+        python = (trace.category == trace.categories.index("python_function")
+                  if "python_function" in trace.categories else np.zeros(len(trace), np.bool_))
+        return int(((trace.thread == 0) & ~no_callback[trace.name_id] & ~python).sum())
+
     def _with_findings(self, trace: Trace, taken_over: bool) -> Trace:
         """The notes and figures only the profile knows: a torch profiler inside the block,
         DataLoader worker processes, the profiler's own cost."""
         notes = trace.meta.setdefault("notes", [])
         if any(_MULTIPROCESS_LOADER in name for name in trace.names):
             notes.append(NOTE_DATALOADER_WORKERS)
-        lanes = trace.thread == 0 if trace.threads and \
-            trace.threads[0].tid == self._starting_thread.tid else np.zeros(len(trace), bool)
-        trace.meta["overhead"] = overhead_meta(self._per_op_ns, int(lanes.sum()), self._block_ns)
+        trace.meta["overhead"] = overhead_meta(self._per_op_ns, self._ranges_on_starting_thread(
+            trace), self._block_ns)
         if self._graphs.paused_captures:
             notes.append(NOTE_GRAPH_CAPTURE.format(count=self._graphs.paused_captures))
         if taken_over:
