@@ -82,6 +82,17 @@ def _record(events, index: int, stream) -> bool:
     try:
         events[index].record(stream)
         return True
+    except Exception:  # noqa: BLE001
+        pass
+    # A thread's first launch: numba makes its context current on the thread inside the launch,
+    # after this record, which then fails (the first launch of every worker thread went untimed
+    # on an H200). Made current here, the record is tried once more.
+    try:
+        from numba import cuda
+
+        cuda.current_context()
+        events[index].record(stream)
+        return True
     except Exception:  # noqa: BLE001  (another device's stream: numba's events cannot go there)
         return False
 
@@ -316,11 +327,13 @@ class NumbaLaunchRecorder:
         op_rows = [op_of.get(index, -1) for index in range(len(launches))]
         compile_ends = _compile_ends(self.compiles)
         op_intervals = event_intervals_of(trace, {row for row in op_rows if row >= 0})
+        numba_timed = self._numba_intervals(launches, base)
         unmatched, own_rows = 0, []
-        for launch, op_row in zip(launches, op_rows):
+        for index, (launch, op_row) in enumerate(zip(launches, op_rows)):
             if launch[11] == TORCH_TIMED and op_row < 0:
                 unmatched += 1
-            own = self._add_launch(rows, launch, base, op_row, compile_ends, op_intervals)
+            own = self._add_launch(rows, launch, base, op_row, compile_ends, op_intervals,
+                                   numba_timed.get(index))
             if own is not None:
                 own_rows.append(own)
         if not self.simulator:
@@ -338,10 +351,32 @@ class NumbaLaunchRecorder:
             meta["notes"].append(NOTE_UNMATCHED.format(count=unmatched))
         return rows.build(meta)
 
+    def _numba_intervals(self, launches, base_ns: int) -> dict:
+        """launch index -> its (GPU start, GPU end) from ``base_ns``, or what numba raised, for
+        the launches timed by numba's events. A launch's start event is recorded after its CPU
+        start, so its GPU start cannot come before it: where one does, the anchor's event was
+        late by at least that much (its submission latency; 1.9 us on an H200) and every
+        interval is shifted later by the largest such lead, as gpu_clock.py does for torch's."""
+        if self.simulator or self._clock is None:
+            return {}
+        found, lead_ns = {}, 0
+        for index, launch in enumerate(launches):
+            if type(launch[11]) is not tuple:
+                continue
+            try:
+                found[index] = start_ns, end_ns = self._clock.interval(launch[11], base_ns)
+            except Exception as failure:  # noqa: BLE001  (not recorded, another context's)
+                found[index] = failure
+                continue
+            lead_ns = max(lead_ns, launch[1] - base_ns - start_ns)
+        return {index: value if isinstance(value, Exception) else
+                (value[0] + lead_ns, value[1] + lead_ns) for index, value in found.items()}
+
     def _add_launch(self, rows: NewRows, launch, base_ns: int, op_row: int, compile_ends: dict,
-                    op_intervals: dict):
-        """Into ``rows`` (``op_intervals``: op row -> its CUDA-event GPU rows). Returns (slice
-        name, row, start_ns, args) where the launch got a slice of its own (not torch's op)."""
+                    op_intervals: dict, numba_interval=None):
+        """Into ``rows`` (``op_intervals``: op row -> its CUDA-event GPU rows; ``numba_interval``:
+        the launch's from :meth:`_numba_intervals`). Returns (slice name, row, start_ns, args)
+        where the launch got a slice of its own (not torch's op)."""
         (tid, start_ns, end_ns, qualname, grid, block, handle, sharedmem, arg_sigs,
          code, instruction, events, error, dispatcher) = launch
         name = NAME_PREFIX + qualname
@@ -378,13 +413,11 @@ class NumbaLaunchRecorder:
         elif events == _RECORD_FAILED:
             self._untimed += 1
             self._untimed_error = _RECORD_FAILED
-        elif type(events) is tuple and self._clock is not None:
-            try:
-                gpu_start_ns, gpu_end_ns = self._clock.interval(events, base_ns)
-            except Exception as failure:  # noqa: BLE001  (not recorded, another context's)
-                self._untimed += 1
-                self._untimed_error = failure
-                return own
+        elif isinstance(numba_interval, Exception):
+            self._untimed += 1
+            self._untimed_error = numba_interval
+        elif numba_interval is not None:
+            gpu_start_ns, gpu_end_ns = numba_interval
             rows.gpu(gpu_start_ns, gpu_end_ns, name, stream, row,
                      {"stream handle": hex(handle), "timed by": "numba's CUDA events"})
         return own

@@ -628,6 +628,25 @@ def test_launches_timed_by_numbas_events_land_on_the_cpu_clock():
     assert any("1 numba launches could not be timed" in note for note in trace.meta["notes"])
 
 
+def test_a_late_anchor_is_shifted_out_as_far_as_the_launches_prove_it():
+    """The anchor's event completes its submission latency after the CPU time read for it, so
+    every launch lands that much early (an H200: a GPU start 1.9 us before its launch's CPU
+    start). No start event can complete before its launch began: the lead is shifted out."""
+    device = FakeDevice()
+    recorder = NumbaLaunchRecorder(gpu=True)
+    recorder._clock = NumbaEventClock(device)
+    recorder._clock.anchor.gpu_ns += 50_000  # the anchor ran 50 us late
+    wrapped = recorder._launch_wrapper(lambda launch_config, *args: None)
+    base_ns = time.time_ns()
+    for _ in range(3):
+        wrapped(FakeLaunch(USER_STREAM))
+    trace = recorder.add_to(Trace.empty({"base_time_ns": base_ns, "notes": []}))
+    timed = numba_events(trace)
+    leads = [event.kernels[0].interval.start_ns - event.cpu_interval.start_ns for event in timed]
+    assert min(leads) >= 0, leads  # unshifted, each would lead by ~50 us
+    assert min(leads) <= FakeDevice.LATENCY_NS + 20_000, leads
+
+
 # -- CUPTI's kernel names back to launches: real names from numba-cuda's own compiler ----------
 
 MANGLE = """
