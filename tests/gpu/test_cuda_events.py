@@ -27,6 +27,15 @@ pytestmark = pytest.mark.gpu
 ANCHOR_ERROR_NS = 5_000  # the anchor's own submission latency: a few microseconds
 
 
+def explain(trace):
+    """What the trace says about itself, printed beside a failure (-s shows it)."""
+    print("\nnotes:", trace.meta.get("notes"), "\nevent_matching:", trace.meta.get("event_matching"),
+          "\nthreads:", trace.threads, "\nkernels:", trace.meta.get("kernels"),
+          "\nGPU rows by kind:", {kind: int((trace.gpu_kind == i).sum())
+                                  for i, kind in enumerate(GPU_KINDS)},
+          "\nunlinked GPU rows:", int((trace.gpu_launch < 0).sum()))
+
+
 def events_named(trace, name):
     return [event for event in trace.events if event.name == name]
 
@@ -90,9 +99,23 @@ def test_event_time_agrees_with_cupti_within_5_percent_per_op(matmul_trace):
     assert len(rows) == 20
     ratios = [row["ratio"] for row in rows if row["kernels_us"] >= 50]
     print("event/CUPTI ratio per mm:", [round(r, 4) for r in ratios])
-    assert ratios and all(abs(ratio - 1) <= 0.05 for ratio in ratios), ratios
+    # The first mm starts on an idle GPU: its start event completes as soon as it is recorded
+    # and the GPU then waits for the launch, which its events hold (H200: 1.46x, 2.08x in the
+    # bench). The agreement table flags it; every later mm waits in a busy queue, where the
+    # events bracket the kernel alone.
+    assert ratios[0] > 1
+    assert len(ratios) == 20 and all(abs(ratio - 1) <= 0.05 for ratio in ratios[1:]), ratios
     # the profiler's own cudaEventRecord calls are not shown, the launches are
     shown = {matmul_trace.names[i] for i in matmul_trace.name_id}
+    if "cudaEventRecord" in shown:  # which of the stub's calls the filter missed, and where
+        trace = matmul_trace
+        for row in np.flatnonzero(np.asarray(trace.names, object)[trace.name_id] ==
+                                  "cudaEventRecord")[:6].tolist():
+            parent = int(trace.parent[row])
+            print("left cudaEventRecord", row, trace.threads[trace.thread[row]].name,
+                  int(trace.start_ns[row]), "parent", trace.names[trace.name_id[parent]]
+                  if parent >= 0 else None, "previous", trace.names[trace.name_id[row - 1]],
+                  int(trace.start_ns[row - 1]), int(trace.end_ns[row - 1]))
     assert "cudaEventRecord" not in shown and matmul_trace.meta["own_cuda_calls"] > 0
     kernels = [matmul_trace.kernel(r) for r in range(len(matmul_trace.gpu_start_ns))
                if matmul_trace.gpu_launch[r] >= 0 and GPU_KINDS[matmul_trace.gpu_kind[r]] ==
@@ -133,11 +156,23 @@ def test_ops_of_a_second_python_thread_are_recorded():
     relus = [e for e in events_named(prof.trace, "aten::relu") if e.thread.name == "second-thread"]
     assert len(relus) == 5
     if prof.trace.meta.get("kernels"):
-        assert all(gpu_rows(prof.trace, e.id, "kernel") for e in relus)
+        # relu's kernel is launched by its child aten::clamp_min (torch's link, as on the
+        # starting thread): the relu's own row or one of its children's carries it
+        trace = prof.trace
+        linked = [bool(gpu_rows(trace, e.id, "kernel") or any(
+            gpu_rows(trace, int(child), "kernel") for child in np.flatnonzero(trace.parent == e.id)))
+            for e in relus]
+        if not all(linked):
+            explain(prof.trace)
+        assert all(linked), linked
 
 
 def test_after_a_gpu_sleep_the_next_op_starts_on_the_gpu_after_its_cpu_end():
     x = torch.ones(16, device="cuda")
+    # A kernel's first launch loads its module (lazy loading), which waits for the GPU to drain:
+    # unwarmed, the add's CPU op held the whole sleep and its events the load (H200).
+    x.add_(1)
+    torch.cuda._sleep(1000)
     torch.cuda.synchronize()
     with nbprof.profile() as prof:
         torch.cuda._sleep(50_000_000)  # tens of ms of GPU time: the queue backs up
@@ -153,6 +188,10 @@ def test_backward_ops_have_gpu_intervals():
         train(steps=1)
     backward = [event for event in prof.trace.events
                 if "Backward" in event.name and gpu_rows(prof.trace, event.id, "op")]
+    if not backward:
+        explain(prof.trace)
+        print("backward ops:", sorted({(e.name, e.thread.name) for e in prof.trace.events
+                                       if "Backward" in e.name})[:10])
     assert backward, "no backward op got a GPU interval"
     assert sum(row.cuda_time_total for row in prof.trace.key_averages()) > 0
 
@@ -178,6 +217,8 @@ def test_a_cuda_graph_captured_and_replayed_in_the_block_leaves_no_error():
     assert any("CUDA graph capture" in note for note in prof.trace.meta["notes"])
     assert not any("could not time" in note for note in prof.trace.meta["notes"])
     if prof.trace.meta.get("kernels"):
+        if not gpu_rows(prof.trace, replay.id, "kernel"):
+            explain(prof.trace)
         assert gpu_rows(prof.trace, replay.id, "kernel"), "the replay's kernels are not linked"
 
 

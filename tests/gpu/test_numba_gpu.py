@@ -109,7 +109,12 @@ def test_each_kernels_interval_matches_numbas_own_events(kernels, where):
         for event, (start, end) in zip(events, pairs):
             interval = event_interval(event)
             own_ns = cuda.event_elapsed_time(start, end) * 1e6
-            assert abs(interval.interval.elapsed_ns() - own_ns) <= 0.10 * own_ns, (name, own_ns)
+            # nbprof's events sit inside the test's pair on the same stream; the pair also holds
+            # the launch itself wherever the GPU was idle (on an H200 the first saxpy's pair was
+            # 17% longer than nbprof's), so only the kernels bound nbprof's interval from below
+            assert interval.interval.elapsed_ns() <= own_ns * 1.02 + 2_000, (name, own_ns)
+            for ran in cupti_kernels(event):
+                assert interval.interval.elapsed_ns() >= 0.98 * ran.interval.elapsed_ns(), name
             assert event.cpu_interval.start_ns <= interval.interval.start_ns
             assert event.args["grid"] and event.args["stream"] == "default"
 
@@ -207,6 +212,8 @@ def test_cuptis_kernels_link_to_their_launches(kernels, where):
         on_thread(where, launch_three)
     saxpys = launches(prof.trace, "numba::saxpy")
     assert len(saxpys) == 3
+    print("\nnotes:", prof.trace.meta["notes"], "\nsaxpy GPU rows:",
+          [[(k.kind, k.name[:30]) for k in launch.kernels] for launch in saxpys])
     known = known_numba_launches([(launch.name, launch.args) for launch in saxpys])
     by_function = known_numba_launches([(launch.name, {"function": launch.args["function"]})
                                         for launch in saxpys])
