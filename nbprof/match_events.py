@@ -169,10 +169,15 @@ def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict,
 
 
 def _names_by_lane(trace: Trace) -> dict:
-    """lane -> Counter of its rows' names."""
+    """lane -> Counter of its rows' names (counted by numpy: a loop over the rows was 80 ms of
+    leaving a 20k-op GPU block)."""
+    width = max(len(trace.names), 1)
+    pairs, counts = np.unique(trace.thread.astype(np.int64) * width + trace.name_id,
+                              return_counts=True)
     found: dict = {}
-    for lane, name_id in zip(trace.thread.tolist(), trace.name_id.tolist()):
-        found.setdefault(lane, Counter())[trace.names[name_id]] += 1
+    for pair, count in zip(pairs.tolist(), counts.tolist()):
+        lane, name_id = divmod(pair, width)
+        found.setdefault(lane, Counter())[trace.names[name_id]] = count
     return found
 
 

@@ -23,6 +23,7 @@ import json
 import os
 
 import numpy as np
+import orjson
 import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
@@ -149,13 +150,18 @@ def kernels_supported() -> bool:
 
 
 def _metadata(text: str) -> dict:
-    """Kineto's metadata is the inside of a JSON object (``"grid": [1, 1, 1], ...``)."""
+    """Kineto's metadata is the inside of a JSON object (``"grid": [1, 1, 1], ...``). Parsed
+    with orjson: json.loads took 0.7 s of a 2.4 s exit for 20k kernels on an H200."""
     if not text:
         return {}
+    text = "{" + text + "}"
     try:
-        value = json.loads("{" + text + "}")
-    except ValueError:
-        return {}
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:  # what only Python's json takes (NaN, ints past 64 bits)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return {}
     return value if isinstance(value, dict) else {}
 
 

@@ -149,3 +149,12 @@ def test_small_thread_ids_map_to_the_os_thread_most_of_their_rows_carry():
     os_tids = [0, 899, 899, 924, 924, 899]
     assert thread_ids_by_small_id(small, os_tids) == {1: 899, 2: 924}
     assert thread_ids_by_small_id([3], [0]) == {}  # never a thread that no row really ran on
+
+
+def test_kinetos_kernel_metadata_is_read_as_json_and_bad_text_is_no_error():
+    from nbprof.record.kineto_cpu import _metadata
+
+    text = '"queued": 0, "grid": [128, 1, 1], "block": [256, 1, 1], "shared memory": 0'
+    assert _metadata(text)["grid"] == [128, 1, 1] and _metadata(text)["block"] == [256, 1, 1]
+    assert np.isnan(_metadata('"est. achieved occupancy %": NaN')["est. achieved occupancy %"])
+    assert _metadata('"grid": [1, 1') == {} and _metadata("") == {}
