@@ -270,6 +270,11 @@ def _legacy_notes(clocks: dict, unmatched: int, counts: dict) -> list[str]:
     if unfitted:
         notes.append(f"GPU {', '.join(map(str, unfitted))}: one anchor, so the GPU clock's drift "
                      "against the CPU clock is not corrected (~tens of us per second).")
+    first_used = sorted(device for device, clock in clocks.items()
+                        if clock.get("first_event_anchor"))
+    if first_used:
+        notes.append(f"GPU {', '.join(map(str, first_used))}: first used inside the block, so "
+                     "its first CUDA event (on the then idle device) is its start anchor.")
     late = {device: clock["anchor_error_ns"] for device, clock in clocks.items()
             if clock["anchor_error_ns"] > LATE_ANCHOR_NS}
     for device, error_ns in late.items():

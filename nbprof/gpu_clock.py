@@ -11,6 +11,8 @@ fakes that behave like torch's, failures included). See CUDA_EVENTS.md, "Anchor"
   an anchor that is a 31 us step. Each event is therefore measured from the previous one on its
   device (a short difference, exact to ~ns in float32) and the differences are summed in float64
   ns: the timestamps telescope, so only rounding adds up, as a random walk of ns.
+- **A device first used inside the block** has no start anchor: its first event (on a device
+  that had no context, so idle) is taken as one, and the drift is fitted as for any.
 - **Measured anchor error.** An event cannot complete before it is recorded (torch reads the CPU
   time just before cudaEventRecord), so per device delta = max(CPU time - GPU time) over the
   records is a part of the anchor's latency that the records prove: when positive the device is
@@ -22,6 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 
+# 10 ppm over 0.1 s is 1 us: from there on, fitting the drift is worth an anchor's few us
+FIRST_EVENT_MIN_SPAN_NS = 100_000_000
+
+
 def place_cuda_events(records, cpu_ns: np.ndarray, device: np.ndarray, has_cuda: np.ndarray,
                       anchor_rows: np.ndarray):
     """Each record's CUDA event on the CPU clock (int64 ns, like ``cpu_ns``).
@@ -30,7 +36,8 @@ def place_cuda_events(records, cpu_ns: np.ndarray, device: np.ndarray, has_cuda:
     ``anchor_rows``: the rows of the anchors' pushes (any order, any number per device).
     Returns ``(gpu_ns, placed, clocks)``: ``placed`` is False where an event could not be timed
     (no anchor on its device, or torch refused the elapsed time); ``clocks`` is, per anchored
-    device, ``{"anchor_error_ns", "drift_ppm", "anchors", "span_ns", "untimed_events"}`` for
+    device, ``{"anchor_error_ns", "drift_ppm", "anchors", "span_ns", "first_event_anchor",
+    "untimed_events"}`` for
     ``meta["gpu_clock"]``.
     """
     gpu_ns = np.zeros(len(cpu_ns), np.int64)
@@ -43,6 +50,17 @@ def place_cuda_events(records, cpu_ns: np.ndarray, device: np.ndarray, has_cuda:
         rows = rows[np.argsort(cpu_ns[rows], kind="stable")]  # recording order on this device
         anchors = anchor_rows[device[anchor_rows] == dev]
         anchors = anchors[np.argsort(cpu_ns[anchors], kind="stable")]
+        # A device first used inside the block is anchored at stop only, and a single anchor
+        # leaves the drift unfitted: hundreds of us at the start of a few seconds' profile (the
+        # usual case of `nbprof run` and of a cell that makes the first CUDA tensor). It had no
+        # context when profiling started, so its first event went onto an idle device: that
+        # event is its start anchor (a late one is shifted out like any, see below).
+        # Over a short span the drift is below the anchors' own latencies, which a fit would
+        # only tilt the clock by.
+        first_event_anchor = bool(cpu_ns[rows[0]] < cpu_ns[anchors[0]] and cpu_ns[anchors[-1]]
+                                  - cpu_ns[rows[0]] >= FIRST_EVENT_MIN_SPAN_NS)
+        if first_event_anchor:
+            anchors = np.concatenate([rows[:1], anchors])
         first, last = int(anchors[0]), int(anchors[-1])
         offset_ns = _chained_offsets(records, rows, int(np.flatnonzero(rows == first)[0]))
         timed = ~np.isnan(offset_ns)
@@ -64,6 +82,7 @@ def place_cuda_events(records, cpu_ns: np.ndarray, device: np.ndarray, has_cuda:
         clocks[dev] = {"anchor_error_ns": anchor_error_ns, "drift_ppm": drift_ppm,
                        "anchors": int(len(np.unique(cpu_ns[anchors]))),
                        "span_ns": span_ns if last != first else None,
+                       "first_event_anchor": first_event_anchor,
                        # elapsed times torch refused (events from a CUDA-graph capture...): the
                        # recorder may have a CUDA error to clear after converting
                        "untimed_events": int((~timed).sum())}

@@ -103,6 +103,26 @@ def test_a_device_anchored_only_at_stop_is_placed_backwards_from_that_anchor():
     assert kernel.interval == pytest.approx((5_000, 8_600), abs=260)  # 400 ns slack unproven
 
 
+def test_a_device_first_used_inside_the_block_gets_its_drift_fitted_from_its_first_event():
+    # What an H200 showed for `nbprof run` of a script that makes its first CUDA tensor: the
+    # device is anchored at stop only. With 40 ppm of drift, a single anchor 10 s later put the
+    # first ops 400 us off; its first event (the device had no context: idle) is the start anchor.
+    rec = Recording(drift_ppm=40.0)
+    step = 100_000_000
+    for start in range(SECOND, 11 * SECOND, step):  # an op every 100 ms, the GPU idle between
+        rec.op("aten::mm", start, start + 20_000, gpu=(start + 500, start + 20_500))
+    rec.anchor(0, 11 * SECOND + 1_000)
+    trace = convert(rec)
+    clock = trace.meta["gpu_clock"][0]
+    assert clock["first_event_anchor"] and clock["anchors"] == 2
+    assert clock["drift_ppm"] == pytest.approx(40.0, abs=0.5)
+    error_ns = trace.gpu_start_ns[trace.gpu_launch.argsort()] - trace.start_ns
+    # 400 us with one anchor; now what the two anchors' latencies differ by (0.5 and 2 us)
+    assert abs(error_ns).max() < 2_000, abs(error_ns).max()
+    assert any("first used inside the block" in note for note in trace.meta["notes"])
+    assert not any("one anchor" in note for note in trace.meta["notes"])
+
+
 def test_async_ranges_and_cross_thread_pops_get_cpu_time_only_in_one_note():
     rec = Recording()
     rec.anchor(0, 1_000)
