@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks, in one run of under 8 minutes (timeouts 270 s + 120 s + 45 s, imports first;
+# GPU checks, in one run of under 8 minutes (timeouts 240 + 100 + 45 + 40 + 45 s, imports first;
 # TESTS_TIMEOUT, BENCH_TIMEOUT and NUMBA_TIMEOUT shorten them for a tight device budget;
 # PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
@@ -11,6 +11,7 @@
 #      seed's ~4 us/op, exit time, event vs CUPTI agreement, anchor error)
 #   3. bench/bench_numba.py   (per-launch cost of numba.cuda kernels profiled vs not; needs numba-cuda)
 #   4. bench/gpu_probe.py   (what torch's profilers record raw here: thread ids, correlation ids)
+#   5. make demo's profile (nbprof run kernels/train_mlp.py) -> demo.html, to look at
 # Logs go to $OUT (or bench/out/gpu); summary.log says what ran and how it ended.
 #
 # The GPU machine's python3 (3.12, torch 2.11 CUDA) has numba and pytest but not bokeh, IPython
@@ -99,11 +100,11 @@ fi
 
 per_test=""  # a hung test fails alone instead of eating the whole run's time
 "$PY" -c 'import pytest_timeout' 2>/dev/null && per_test="--timeout 100"
-timeout "${TESTS_TIMEOUT:-270}" "$PY" -m pytest -m gpu $tests -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
+timeout "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
 
-timeout "${BENCH_TIMEOUT:-120}" "$PY" bench/bench_record.py --gpu --rounds 3 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench.log"
+timeout "${BENCH_TIMEOUT:-100}" "$PY" bench/bench_record.py --gpu --rounds 3 --profile-exit 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench.log"
 bench_rc=${PIPESTATUS[0]}
 [ "$bench_rc" -eq 0 ] || status=1
 
@@ -111,9 +112,24 @@ timeout "${NUMBA_TIMEOUT:-45}" "$PY" bench/bench_numba.py --rounds 5 2>&1 | grep
 numba_rc=${PIPESTATUS[0]}
 [ "$numba_rc" -eq 0 ] || status=1
 
-timeout 60 "$PY" bench/gpu_probe.py 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_probe.log"
+timeout "${PROBE_TIMEOUT:-40}" "$PY" bench/gpu_probe.py 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_probe.log"
+
+# make demo's profile on the GPU: the page a user opens, with its CUDA lanes (look at it after)
+# and its Chrome export, checked and loaded back (the trace stays here: 8 files come back at most)
+timeout "${DEMO_TIMEOUT:-45}" "$PY" -m nbprof.cli run -o "$LOGS/demo.html" \
+    --trace /tmp/nbprof-demo.json.gz --table kernels/train_mlp.py 2>&1 | grep -v '^USDT:' \
+    | tail -n 30 > "$LOGS/demo.txt"
+demo_rc=${PIPESTATUS[0]}
+"$PY" -c 'import nbprof, sys; from nbprof.chrome.check import check_chrome_trace as check
+path = "/tmp/nbprof-demo.json.gz"; problems = check(path); trace = nbprof.load(path)
+print("export:", problems or "valid", "| loaded back:", trace, len(trace.kernels), "GPU intervals")
+sys.exit(1 if problems or not len(trace.kernels) else 0)' >> "$LOGS/demo.txt" 2>&1 || demo_rc=1
+[ "$demo_rc" -eq 0 ] || status=1
 
 echo "gpu tests: rc=$tests_rc, $tests$left_out: $(tail -n 1 "$LOGS/gpu_tests.log")" | tee "$LOGS/summary.log"
 echo "gpu bench: rc=$bench_rc" | tee -a "$LOGS/summary.log"
 echo "gpu numba bench: rc=$numba_rc" | tee -a "$LOGS/summary.log"
+{ echo "demo on the GPU: rc=$demo_rc ($LOGS/demo.html), its output's end:"; cat "$LOGS/demo.txt"; } \
+    | tee -a "$LOGS/summary.log"
+rm -f "$LOGS/demo.txt"  # in summary.log: what comes back from a device run is 8 files at most
 exit $status
