@@ -23,6 +23,7 @@ from .record import calibrate, forks
 from .match_events import gpu_records_to_trace, is_runtime_call
 from .record.cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
 from .record.cuda_graphs import GraphCaptures
+from .record.cuda_init import CudaInitTiming
 from .record.interrupts import interrupts_held
 from .record.kineto_cpu import KinetoCpuRecorder, kernels_supported
 from .record.numba_launches import NumbaLaunchRecorder
@@ -132,6 +133,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             self._thread_names = ThreadNames()
             self._hand_over = HandOver(self._end_recording)
             self._graphs = GraphCaptures()
+            self._cuda_init = CudaInitTiming(torch.cuda)
             self._raw = None
             self._stopped = False
             recording = False
@@ -148,6 +150,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                     self._numba_launches.start()
                     self._graphs = GraphCaptures(self._legacy_part())
                     self._graphs.start()
+                    if self._meta["cuda"]:
+                        self._cuda_init.start()
                     self._hand_over.start()
                     forks.set_recording(True)
                     _active_profile = self
@@ -179,6 +183,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         self._stopped = True
         self._block_ns = time.perf_counter_ns() - self._block_start_ns
         forks.set_recording(False)
+        self._cuda_init.stop()
         self._graphs.stop()
         self._numba_launches.stop()  # restores numba's launch path; never raises
         self._raw = self._recorder.stop()
@@ -190,6 +195,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         global _active_profile
         _active_profile = None
         forks.set_recording(False)
+        self._cuda_init.stop()
         self._graphs.stop()
         self._hand_over.stop()
         self._thread_names.stop()
@@ -298,6 +304,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                     _active_profile = None
             raw, self._raw = self._raw, None  # the records go once converted: ~100 B an event
             trace = self._numba_launches.add_to(self._to_trace(raw, known_names), known_names)
+            trace = self._cuda_init.add_to(trace, known_names)
             del raw
             self.trace = self._with_findings(trace, taken_over)
         if taken_over or self._hand_over.flag_lost:

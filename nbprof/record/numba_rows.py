@@ -79,7 +79,8 @@ class NewRows:
     """A Trace's columns with rows appended (and args or streams of its rows changed), rebuilt
     (sorted and nested) once at the end."""
 
-    def __init__(self, trace: Trace, pid, known_names: dict, device: int):
+    def __init__(self, trace: Trace, pid, known_names: dict, device: int,
+                 category: str = CATEGORY):
         self.trace = trace
         self.device = device
         self.pid = pid if pid is not None else (trace.threads[0].pid if trace.threads else 0)
@@ -89,9 +90,9 @@ class NewRows:
         self.threads = list(trace.threads)
         self.lane_of_tid = {thread.tid: lane for lane, thread in enumerate(self.threads)}
         self.categories = list(trace.categories)
-        if CATEGORY not in self.categories:
-            self.categories.append(CATEGORY)
-        self.category = self.categories.index(CATEGORY)
+        if category not in self.categories:
+            self.categories.append(category)
+        self.category = self.categories.index(category)  # of the CPU rows added here
         self.cpu_rows: list = []  # (start_ns, end_ns, lane, name_id)
         self.gpu_rows: list = []  # (start_ns, end_ns, name_id, stream, launch row)
         self.event_args = dict(trace.event_args)

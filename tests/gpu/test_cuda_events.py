@@ -270,6 +270,31 @@ def test_fork_dataloader_workers_print_nothing():
     assert "worker processes are not recorded" in child.stdout
 
 
+FIRST_CUDA_USE = textwrap.dedent("""
+    import time, torch, nbprof
+    from nbprof.record.cuda_init import INIT_NAME
+    with nbprof.profile() as prof:
+        a = torch.randn(64, 64)
+        b = a.to("cuda") @ a.to("cuda")  # CUDA's context is created here, inside the block
+        torch.cuda.synchronize()
+    trace = prof.trace
+    (init,) = [e for e in trace.events if e.name == INIT_NAME]
+    mm = [e for e in trace.events if e.name == "aten::mm"]
+    clock = trace.meta["gpu_clock"][torch.cuda.current_device()]
+    print("init", init.cpu_interval.elapsed_us(), "us; clock", clock)
+    assert init.cpu_interval.end_ns <= mm[0].cpu_interval.start_ns
+    assert mm[0].kernels
+""")
+
+
+def test_cuda_initialised_inside_the_block_is_a_slice_before_the_first_cuda_op():
+    # a fresh process: CUDA not initialised when the profile starts (as under `nbprof run`)
+    child = subprocess.run([sys.executable, "-c", FIRST_CUDA_USE], cwd=ROOT, capture_output=True,
+                           text=True, timeout=300)
+    print(child.stdout)
+    assert child.returncode == 0, child.stderr[-3000:]
+
+
 def test_cpu_only_on_a_gpu_machine_when_asked():
     with nbprof.profile(cuda=False) as prof:
         torch.ones(4, device="cuda") + 1
