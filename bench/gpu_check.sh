@@ -21,10 +21,9 @@
 # A carried wheel of a package the machine already has (jinja2, pillow...) is skipped: on
 # PYTHONPATH it would shadow the machine's copy, which its torch and numba were built against.
 # numpy is the exception (REPLACED below): carry numpy==2.4.6, as nbprof pins numpy < 2.5.
-# Prepare them here, one `pip download --no-deps --only-binary=:all: --python-version 3.12
-# --implementation cp --platform manylinux2014_x86_64 ... -d .whl NAME==VERSION` each (see the
-# device README), and name `.whl` in the run tool's `carry`. Without them only the tests that need
-# just torch run (tests/gpu/test_cuda_events.py), and summary.log names what was left out.
+# Prepare them here with `bash bench/gpu_wheels.sh` (the set that ran there, into .whl/), and name
+# `.whl` in the run tool's `carry`. Without them only the tests that need just torch run
+# (tests/gpu/test_cuda_events.py), and summary.log names what was left out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
