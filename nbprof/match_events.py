@@ -76,36 +76,49 @@ def _mutual_nearest(left_times: np.ndarray, right_times: np.ndarray):
 
 def rows_in_trace(trace: Trace, tids, start_ns, end_ns, base_time_ns: int) -> np.ndarray:
     """For each record (OS tid, wall-clock start and end), its row in ``trace``, or -1 where the
-    conversion dropped it. Records with the same thread and times pair in order."""
+    conversion dropped it. Records with the same thread and times pair in order: the k-th
+    record of a (tid, start, end) is the k-th trace row of it (both keep their input order)."""
     lane_tids = np.asarray([thread.tid for thread in trace.threads], np.int64)
-    trace_keys = np.stack([lane_tids[trace.thread] if len(trace) else np.zeros(0, np.int64),
-                           trace.start_ns, trace.end_ns], axis=1)
-    record_keys = np.stack([np.asarray(tids, np.int64),
-                            np.asarray(start_ns, np.int64) - base_time_ns,
-                            np.asarray(end_ns, np.int64) - base_time_ns], axis=1)
-    both = np.concatenate([trace_keys, record_keys])
-    _, group = np.unique(both, axis=0, return_inverse=True)
-    group = group.ravel()
-    trace_group, record_group = group[:len(trace_keys)], group[len(trace_keys):]
-    found = np.full(len(record_keys), -1, np.int64)
-    if not len(trace_keys) or not len(record_keys):
+    found = np.full(len(np.asarray(tids)), -1, np.int64)
+    if not len(trace) or not len(found):
         return found
-    # the k-th record of a group is the k-th trace row of it (both keep their input order)
-    trace_order = np.argsort(trace_group, kind="stable")
-    record_order = np.argsort(record_group, kind="stable")
-    trace_rank = _rank_in_group(trace_group[trace_order])
-    record_rank = _rank_in_group(record_group[record_order])
-    slot = {(int(g), int(r)): int(row) for g, r, row in
-            zip(trace_group[trace_order], trace_rank, trace_order)}
-    for g, r, row in zip(record_group[record_order], record_rank, record_order):
-        found[row] = slot.get((int(g), int(r)), -1)
+    keys = [np.concatenate([lane_tids[trace.thread], np.asarray(tids, np.int64)]),
+            np.concatenate([trace.start_ns, np.asarray(start_ns, np.int64) - base_time_ns]),
+            np.concatenate([trace.end_ns, np.asarray(end_ns, np.int64) - base_time_ns])]
+    # one sort of both sides by (tid, start, end) gives each distinct key a group number; no
+    # np.unique(axis=0) (a sort of void records) and no loop in Python over the rows
+    order = np.lexsort(keys[::-1])
+    new_key = np.ones(len(order), np.bool_)
+    for key in keys:
+        sorted_key = key[order]
+        new_key[1:] &= sorted_key[1:] == sorted_key[:-1]
+    new_key = ~new_key
+    new_key[0] = True
+    group = np.empty(len(order), np.int64)
+    group[order] = np.cumsum(new_key) - 1
+    trace_group, record_group = group[:len(trace)], group[len(trace):]
+    trace_slot = _slots(trace_group)
+    record_slot = _slots(record_group, width=trace_slot[1])
+    by_slot = np.argsort(trace_slot[0], kind="stable")
+    sorted_slots = trace_slot[0][by_slot]
+    position = np.minimum(np.searchsorted(sorted_slots, record_slot[0]), len(by_slot) - 1)
+    hit = sorted_slots[position] == record_slot[0]
+    found[hit] = by_slot[position[hit]]
     return found
 
 
-def _rank_in_group(sorted_groups: np.ndarray) -> np.ndarray:
+def _slots(groups: np.ndarray, width: int | None = None):
+    """(group * width + rank of the row among its group's rows in input order, width)."""
+    order = np.argsort(groups, kind="stable")
+    sorted_groups = groups[order]
     starts = np.r_[0, np.flatnonzero(np.diff(sorted_groups)) + 1]
     first = np.repeat(starts, np.diff(np.r_[starts, len(sorted_groups)]))
-    return np.arange(len(sorted_groups)) - first
+    rank = np.empty(len(groups), np.int64)
+    rank[order] = np.arange(len(groups)) - first
+    if width is None:
+        width = int(rank.max()) + 2 if len(rank) else 1
+    rank = np.minimum(rank, width - 1)  # a record beyond its group's trace rows: no slot there
+    return groups * width + rank, width
 
 
 def with_gpu(trace: Trace, *, start_ns, end_ns, names, device, stream, launch, kinds,

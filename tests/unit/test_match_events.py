@@ -255,3 +255,32 @@ def test_device_rows_are_classified_by_activity_type_or_else_by_name():
     assert device_kind("", "Memcpy DtoD (Device -> Device)") == "memcpy"
     assert device_kind("", "ampere_sgemm_128x64_nn") == "kernel"
     assert device_kind("", "forward", is_annotation=True) is None
+
+
+def test_rows_in_trace_pairs_the_kth_record_of_a_key_with_the_kth_row_of_it():
+    # against the plain reading of the rule, on random traces with repeated keys and records
+    # that the trace does not hold (another thread, more copies than the trace has)
+    from nbprof.events import Trace
+
+    rng = np.random.default_rng(7)
+    tids = [7001, 7002, 7003]
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        start = rng.integers(0, 12, n)
+        trace = Trace.build(start_ns=start, end_ns=start + rng.integers(0, 3, n),
+                            thread=rng.integers(0, 3, n), name_id=np.zeros(n, int), names=["op"],
+                            threads=[Thread(1, tid, str(tid)) for tid in tids])
+        m = int(rng.integers(0, 50))
+        rec_tid = rng.choice(tids + [7004], m)
+        rec_start = rng.integers(0, 12, m)
+        rec_end = rec_start + rng.integers(0, 3, m)
+        rows = {}
+        for row in range(len(trace)):
+            key = (tids[trace.thread[row]], int(trace.start_ns[row]), int(trace.end_ns[row]))
+            rows.setdefault(key, []).append(row)
+        expected, seen = [], {}
+        for key in zip(rec_tid.tolist(), rec_start.tolist(), rec_end.tolist()):
+            k = seen[key] = seen.get(key, -1) + 1
+            expected.append(rows[key][k] if k < len(rows.get(key, [])) else -1)
+        found = rows_in_trace(trace, rec_tid, rec_start + T, rec_end + T, T)
+        assert found.tolist() == expected
