@@ -247,10 +247,14 @@ def kernel_columns(devices, cpu_names, cpu_correlation: np.ndarray, cpu_rows: np
     and an op's torch's: two number spaces that may hold the same number, so they are kept apart
     by the row's name, as torch's own parser keeps them apart."""
     by_op, by_call = {}, {}
+    runtime_names: dict = {}  # many rows, few names: each name's kind is read once
     for name, correlation, row in zip(cpu_names, np.asarray(cpu_correlation).tolist(),
                                       np.asarray(cpu_rows).tolist()):
         if correlation > 0 and row >= 0:
-            (by_call if is_runtime_call(name) else by_op).setdefault(correlation, row)
+            call = runtime_names.get(name)
+            if call is None:
+                call = runtime_names[name] = is_runtime_call(name)
+            (by_call if call else by_op).setdefault(correlation, row)
     runtime = devices.runtime_correlation
     if runtime is None:
         runtime = np.zeros(len(devices.names), np.int64)
