@@ -347,9 +347,11 @@ def gpu_figures(rounds: int) -> None:
 
     rows = [row for row in records(gpu_agreement(trace, plain=True).ops)
             if row["kernels_us"] >= 50]
-    worst = max(abs(row["ratio"] - 1) for row in rows) if rows else float("nan")
-    print(f"event vs CUPTI, {len(rows)} ops with >= 50 us of kernels: worst |events/kernels - 1| "
-          f"= {worst * 100:.2f}% (target <= 5%); per op: "
+    # the block's first mm starts on an idle GPU: its events also hold its own launch
+    worst = max(abs(row["ratio"] - 1) for row in rows[1:]) if len(rows) > 1 else float("nan")
+    print(f"event vs CUPTI, {len(rows)} ops with >= 50 us of kernels: the first (idle GPU, its "
+          f"launch inside its events) {rows[0]['ratio'] if rows else float('nan'):.2f}x; the "
+          f"rest, worst |events/kernels - 1| = {worst * 100:.2f}% (target <= 5%); per op: "
           f"{[round(row['ratio'], 4) for row in rows]}")
 
 
