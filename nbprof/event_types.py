@@ -19,6 +19,10 @@ NO_ID = -1  # "none" in the integer id columns (parent, launch)
 GPU_KINDS = ("op", "kernel", "memcpy", "memset", "sync", "other")
 KIND_OP, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_SYNC, KIND_OTHER = range(len(GPU_KINDS))
 
+# The slice nbprof adds where torch initialised CUDA inside a profile (record/cuda_init.py): no op
+# of torch's runs meanwhile, and the findings name it.
+CUDA_INIT_NAME = "CUDA initialization (torch.cuda._lazy_init)"
+
 
 class Interval(NamedTuple):
     """A half-open span of time, in integer nanoseconds from the trace's origin."""

@@ -14,13 +14,13 @@ one import the rest of the package and its users write:
 - :mod:`nbprof.trace`: Trace, its EventList and KernelList views, split_stream_key.
 """
 
-from .event_types import (GPU_KINDS, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER,
+from .event_types import (CUDA_INIT_NAME, GPU_KINDS, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER,
                           KIND_SYNC, NO_ID, CounterSeries, FunctionEvent, Instants, Interval,
                           Kernel, Thread)
 from .trace import EventList, KernelList, Trace, split_stream_key
 
 __all__ = [
-    "GPU_KINDS", "KIND_KERNEL", "KIND_MEMCPY", "KIND_MEMSET", "KIND_OP", "KIND_OTHER", "KIND_SYNC",
+    "CUDA_INIT_NAME", "GPU_KINDS", "KIND_KERNEL", "KIND_MEMCPY", "KIND_MEMSET", "KIND_OP", "KIND_OTHER", "KIND_SYNC",
     "NO_ID", "CounterSeries", "EventList", "FunctionEvent", "Instants", "Interval", "Kernel",
     "KernelList", "Thread", "Trace", "split_stream_key",
 ]

@@ -7,7 +7,7 @@ import numpy as np
 
 from .analysis import format_us, name_cell
 from .callpaths import canonical_names
-from .events import Trace
+from .events import CUDA_INIT_NAME, Trace
 from .intervals import touches_any
 from .steps import IDLE_KINDS, SYNC_CALLS, StepBreakdown, breakdown, cpu_time_in
 
@@ -32,6 +32,9 @@ def findings(trace: Trace, result: StepBreakdown | None = None, kernels=None) ->
     if len(share) and share.max() >= WORTH_SAYING_PCT:
         out.append(_idle_finding(trace, result, int(np.argmax(share)), float(share.max())))
     out.extend(_step_outliers(windows.labels, c["wall_ns"]))
+    init = _cuda_init_finding(trace)
+    if init:
+        out.insert(0, init)  # it explains a slow first step, and any gap before the GPU work
     busy, total_span = int(c["gpu_busy_ns"].sum()), int(span.sum())
     if busy:
         out.append(f"GPU busy {100.0 * busy / max(total_span, 1):.0f}% of the steps' GPU time "
@@ -50,6 +53,20 @@ def findings(trace: Trace, result: StepBreakdown | None = None, kernels=None) ->
             out.append(f"Top kernel: {name_cell(row['name'], NAME_WIDTH)} takes {row['share_pct']:.0f}% "
                        f"of kernel time ({row['count']} {launches}{launched}).")
     return out
+
+
+def _cuda_init_finding(trace: Trace) -> str | None:
+    """CUDA's initialisation inside the trace, where it took a share worth saying."""
+    if CUDA_INIT_NAME not in trace.names or not len(trace):
+        return None
+    rows = np.flatnonzero(trace.name_id == trace.names.index(CUDA_INIT_NAME))
+    spent = int((trace.end_ns[rows] - trace.start_ns[rows]).sum())
+    span = int(trace.end_ns.max() - trace.start_ns.min())
+    if not span or 100.0 * spent / span < WORTH_SAYING_PCT:
+        return None
+    return (f"CUDA initialization took {format_us(spent / 1e3)} ({100.0 * spent / span:.0f}% of "
+            "the trace): torch creates the CUDA context on first use, once per process, so a "
+            "later run will not pay it.")
 
 
 def _idle_finding(trace: Trace, result: StepBreakdown, step: int, share: float) -> str:

@@ -4,7 +4,7 @@ torch creates the CUDA context on first use, in ``torch.cuda._lazy_init`` (torch
 through the module attribute too). That is no op of torch's, so neither profiler records it: on
 an H200, `nbprof run` of a script making its first CUDA tensor showed a 3.8 s gap with nothing in
 it. While nbprof records on a machine whose CUDA is not initialised yet, the function is wrapped
-to time its first real run, and the trace gets a slice ``INIT_NAME`` on the calling thread.
+to time its first real run, and the trace gets a slice ``CUDA_INIT_NAME`` on the calling thread.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-INIT_NAME = "CUDA initialization (torch.cuda._lazy_init)"
+from ..event_types import CUDA_INIT_NAME
 CATEGORY = "cuda_runtime"  # drawn as the CUDA runtime calls are
 INIT_ARGS = {"what": "torch creates the CUDA context and loads its libraries on first use; "
                      "no op of torch's runs meanwhile"}
@@ -63,5 +63,5 @@ class CudaInitTiming:
         base = int(trace.meta.get("base_time_ns", 0))
         rows = NewRows(trace, trace.meta.get("pid"), known_names, 0, category=CATEGORY)
         for tid, start_ns, end_ns in self.spans:
-            rows.cpu(tid, start_ns - base, end_ns - base, INIT_NAME, dict(INIT_ARGS))
+            rows.cpu(tid, start_ns - base, end_ns - base, CUDA_INIT_NAME, dict(INIT_ARGS))
         return rows.build(trace.meta)

@@ -272,18 +272,19 @@ def test_fork_dataloader_workers_print_nothing():
 
 FIRST_CUDA_USE = textwrap.dedent("""
     import time, torch, nbprof
-    from nbprof.record.cuda_init import INIT_NAME
+    from nbprof.events import CUDA_INIT_NAME
     with nbprof.profile() as prof:
         a = torch.randn(64, 64)
         b = a.to("cuda") @ a.to("cuda")  # CUDA's context is created here, inside the block
         torch.cuda.synchronize()
     trace = prof.trace
-    (init,) = [e for e in trace.events if e.name == INIT_NAME]
+    (init,) = [e for e in trace.events if e.name == CUDA_INIT_NAME]
     mm = [e for e in trace.events if e.name == "aten::mm"]
     clock = trace.meta["gpu_clock"][torch.cuda.current_device()]
     print("init", init.cpu_interval.elapsed_us(), "us; clock", clock)
     assert init.cpu_interval.end_ns <= mm[0].cpu_interval.start_ns
     assert mm[0].kernels
+    assert trace.findings()[0].startswith("CUDA initialization took")
 """)
 
 

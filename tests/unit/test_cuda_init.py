@@ -9,7 +9,8 @@ import types
 import torch
 
 import nbprof
-from nbprof.record.cuda_init import CATEGORY, INIT_NAME, CudaInitTiming
+from nbprof.events import CUDA_INIT_NAME
+from nbprof.record.cuda_init import CATEGORY, CudaInitTiming
 
 
 def stand_in_cuda(available=True, initialized=False, init_s=0.03):
@@ -71,9 +72,12 @@ def test_the_initialisation_is_a_slice_on_its_thread_in_the_trace():
         timing.stop()
         torch.ones(4).mul(2)
     trace = timing.add_to(prof.trace, {})
-    (init,) = [event for event in trace.events if event.name == INIT_NAME]
+    (init,) = [event for event in trace.events if event.name == CUDA_INIT_NAME]
     assert init.thread.tid == threading.get_native_id()
     assert init.cpu_interval.elapsed_ns() >= 30_000_000
     assert trace.categories[trace.category[init.id]] == CATEGORY
     assert {"aten::add", "aten::mul"} <= {event.name for event in trace.events}
     assert CudaInitTiming(stand_in_cuda()).add_to(prof.trace, {}) is prof.trace
+    # the findings say it first, and nothing of it where it did not happen
+    assert trace.findings()[0].startswith("CUDA initialization took")
+    assert not any("CUDA initialization" in line for line in prof.trace.findings())
