@@ -7,6 +7,7 @@ objects); :mod:`nbprof.convert` turns those into a :class:`nbprof.Trace`.
 - :mod:`.cuda_events`: on a GPU, Kineto first and then the seed's mechanism, a CUDA event pair per
   op (legacy profiler, ``ProfilerState.CUDA``), anchored on the devices in use; stopped in reverse.
 - :mod:`.cuda_graphs`: a CUDA graph capture pauses the event profiler; a replay is a range.
+- :mod:`.cuda_init`: CUDA initialised inside a profile (torch.cuda._lazy_init) becomes a slice.
 - :mod:`.torch_profilers`: never inside a torch profiler; hands over to one started inside.
 - :mod:`.calibrate`: what one recorded op costs under the profilers that are on.
 - :mod:`.forks`: forked children (DataLoader workers) record and print nothing.
