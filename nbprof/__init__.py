@@ -29,7 +29,7 @@ _LAZY = {
     "timeline": "timeline",
     "save_html": "timeline",
     "widget": "notebook.widget",
-    "rank_summary": "rank_sql",
+    "rank_summary": "ranks.sql",
 }
 
 

@@ -15,7 +15,7 @@ from .ranks import rank_of, trace_paths
 
 
 def ranks(options) -> int:
-    from .rank_sql import rank_summary
+    from .ranks.sql import rank_summary
 
     def progress(done, total, path):
         if total > 1 and sys.stderr.isatty():

@@ -1,8 +1,8 @@
 """Many ranks of one distributed job: merge their traces into one, align their clocks, summarise.
 
 numpy and the standard library only (the model's rule): loading the files is the caller's job
-(``nbprof.load`` hands this package Traces), the DuckDB summary over Parquet files lives in
-:mod:`nbprof.rank_sql`.
+(``nbprof.load`` hands this package Traces). The one exception, :mod:`nbprof.ranks.sql` (the
+DuckDB summary over Parquet files), is never imported by the package itself.
 
 How a merged Trace says which rank owns what (plain JSON-able meta, so exports keep it):
 - ``meta["thread_rank"]``: the rank of each entry of ``trace.threads``;

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pathlib
 
-from .analysis import KERNEL_WORK
-from .ranks import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler,
+from ..analysis import KERNEL_WORK
+from . import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler,
                     rank_of, trace_paths)
 
 _KERNEL_WORK = ", ".join(str(int(kind)) for kind in KERNEL_WORK)
@@ -81,7 +81,7 @@ WHERE NOT gpu AND regexp_matches(name, $step) GROUP BY rank
 
 
 def _connect(memory_limit: str, threads: int | None):
-    from .columnar import require
+    from ..columnar import require
 
     duckdb = require("duckdb")
 
@@ -113,8 +113,8 @@ def rank_summary(sources, *, memory_limit: str = "1GB", threads: int | None = No
                  progress=None) -> RankSummary:
     """Per-rank summary of Parquet trace files (a folder, a glob, or a list), with DuckDB, one
     file at a time. Other trace files (JSON) are loaded one at a time and summarised in memory."""
-    from . import load
-    from .ranks import rank_summary as in_memory
+    from .. import load
+    from . import rank_summary as in_memory
 
     paths = trace_paths(sources)
     connection = _connect(memory_limit, threads)
@@ -122,7 +122,7 @@ def rank_summary(sources, *, memory_limit: str = "1GB", threads: int | None = No
     try:
         for index, path in enumerate(paths):
             if pathlib.Path(path).name.endswith(".parquet"):
-                from .columnar import read_header
+                from ..columnar import read_header
 
                 read_header(path)  # a clear error for a Parquet file nbprof did not write
                 rows += file_rows(connection, path)
