@@ -155,28 +155,31 @@ def with_gpu(trace: Trace, *, start_ns, end_ns, names, device, stream, launch, k
 def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict,
                         cpu_trace: Trace) -> np.ndarray:
     """OS thread id of each legacy lane. The starting thread's is known; autograd's threads carry
-    torch's small profiler id. Each of those goes to the lane of ``cpu_trace`` (the starting one
-    aside) that holds the most of its ops, names counted with their repeats; where two hold as
-    many, the one Kineto's own rows map the small id to (``os_tids``), and that one (or -1) where
-    none holds any. The map alone sent a whole backward pass (125 ops) nowhere on an H200."""
+    torch's small profiler id, which Kineto's own rows map to an OS id (``os_tids``). That lane is
+    kept while it holds at least half as many of the legacy lane's ops (names counted with their
+    repeats) as the lane that holds the most; else that lane is taken. On an H200 the map alone
+    sent a whole backward pass (125 ops) to a lane holding none of them. No two legacy lanes
+    share a lane; -1 where none is left."""
     cpu_tids = [thread.tid for thread in cpu_trace.threads]
     cpu_names = _names_by_lane(cpu_trace)
     legacy_names = _names_by_lane(legacy_trace)
+    taken = {starting_tid}
     found = []
     for lane, thread in enumerate(legacy_trace.threads):
         if thread.tid == starting_tid:
             found.append(thread.tid)
             continue
-        mapped = os_tids.get(thread.tid, -1)
         ops = legacy_names.get(lane, Counter())
-        best, best_score = mapped, 0
-        for cpu_lane, tid in enumerate(cpu_tids):
-            if tid == starting_tid:
-                continue
-            held = cpu_names.get(cpu_lane, Counter())
-            score = sum(min(count, held[name]) for name, count in ops.items())
-            if score > best_score or (score == best_score and score and tid == mapped):
-                best, best_score = tid, score
+        scores = {tid: sum(min(count, cpu_names.get(cpu_lane, Counter())[name])
+                           for name, count in ops.items())
+                  for cpu_lane, tid in enumerate(cpu_tids) if tid not in taken}
+        mapped = os_tids.get(thread.tid, -1)
+        best = max(scores, key=scores.get, default=-1)
+        if mapped in scores and scores[mapped] * 2 >= scores.get(best, 0):
+            best = mapped
+        elif best != -1 and not scores[best]:
+            best = mapped if mapped in scores else -1
+        taken.add(best)
         found.append(best)
     return np.asarray(found, np.int64)
 

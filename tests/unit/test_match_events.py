@@ -284,3 +284,30 @@ def test_rows_in_trace_pairs_the_kth_record_of_a_key_with_the_kth_row_of_it():
             expected.append(rows[key][k] if k < len(rows.get(key, [])) else -1)
         found = rows_in_trace(trace, rec_tid, rec_start + T, rec_end + T, T)
         assert found.tolist() == expected
+
+
+def test_two_autograd_lanes_keep_their_mapped_lanes_unless_those_hold_too_few_of_their_ops():
+    from nbprof.events import Trace
+    from nbprof.match_events import legacy_lane_os_tids
+
+    def lanes(rows, threads):  # rows: (lane, name)
+        names = sorted({name for _, name in rows})
+        return Trace.build(start_ns=np.arange(len(rows)), end_ns=np.arange(len(rows)) + 1,
+                           thread=[lane for lane, _ in rows],
+                           name_id=[names.index(name) for _, name in rows], names=names,
+                           threads=threads)
+
+    # legacy: the starting thread, then autograd threads with torch's small ids 2 and 3
+    legacy = lanes([(0, "aten::mm")] + [(1, "MmBackward0")] * 3 + [(1, "AddBackward0")] +
+                   [(2, "MmBackward0")] * 2,
+                   [Thread(1, MAIN, "main"), Thread(1, 2, "2"), Thread(1, 3, "3")])
+    # Kineto missed one of thread 2's ops, so lane 7004 (thread 3's) holds more of thread 2's
+    # names than thread 2's own lane does: the map still wins, each lane is used once
+    kineto = lanes([(0, "aten::mm")] + [(1, "MmBackward0")] * 3 + [(2, "MmBackward0")] * 4 +
+                   [(2, "AddBackward0")],
+                   [Thread(1, MAIN, "main"), Thread(1, AUTOGRAD, "a"), Thread(1, 7004, "b")])
+    good_map = {2: AUTOGRAD, 3: 7004}
+    assert legacy_lane_os_tids(legacy, MAIN, good_map, kineto).tolist() == [MAIN, AUTOGRAD, 7004]
+    # a map pointing at a lane with none of the ops (as on the H200) gives way to the ops
+    bad_map = {2: WORKER, 3: WORKER}
+    assert legacy_lane_os_tids(legacy, MAIN, bad_map, kineto).tolist() == [MAIN, 7004, AUTOGRAD]
