@@ -364,11 +364,11 @@ class NumbaLaunchRecorder:
             if type(launch[11]) is not tuple:
                 continue
             try:
-                found[index] = start_ns, end_ns = self._clock.interval(launch[11], base_ns)
+                found[index] = interval = self._clock.interval(launch[11], base_ns)
             except Exception as failure:  # noqa: BLE001  (not recorded, another context's)
                 found[index] = failure
                 continue
-            lead_ns = max(lead_ns, launch[1] - base_ns - start_ns)
+            lead_ns = max(lead_ns, launch[1] - base_ns - interval[0])
         return {index: value if isinstance(value, Exception) else
                 (value[0] + lead_ns, value[1] + lead_ns) for index, value in found.items()}
 
