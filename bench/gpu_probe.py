@@ -4,7 +4,8 @@ CUDA_EVENTS.md marks some of them inferred from torch's source ([I]); this print
 machine shows them, for the three cases a first GPU run left unexplained (2026-12-04):
 1. backward: which legacy thread lists arrive, with which thread ids, and what Kineto maps them to;
 2. a second Python thread: its ops' and runtime calls' correlation ids, its kernels' links;
-3. a CUDA graph replayed inside a record_function range: its kernels' links.
+3. a CUDA graph replayed inside a record_function range: its kernels' links;
+4. backward again once a second thread has run ops, as in the test suite.
 
 Usage (on a GPU machine; bench/gpu_check.sh runs it): python3 bench/gpu_probe.py
 """
@@ -108,6 +109,12 @@ def main() -> int:
             graph.replay()
 
     links(record(replay), "graph replay")
+
+    # In the test suite a second thread had run ops before the backward test, and there the map
+    # of small ids pointed autograd's records at a lane with none of its ops (a fresh process, 1.
+    # above, mapped it right): the same order here, for the next GPU to show why.
+    print("4. backward again, after a second thread ran ops")
+    legacy_threads(record(lambda: train(steps=1)))
     return 0
 
 
