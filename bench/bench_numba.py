@@ -11,13 +11,16 @@ Figures printed:
    CUDA thread, so its cost dwarfs the recording and the figure is noisy;
 2. the recording alone: nbprof's real-mode launch wrapper around a launch that does nothing
    (numba's own work excluded; no CUDA events, which a GPU adds), the part nbprof adds per launch;
-3. the same with torch's record_function under the legacy profiler (the launching thread's path).
+3. the same with torch's record_function under the legacy profiler (the launching thread's path);
+4. with --split on a GPU: the launches under torch.profiler with CUPTI, under nbprof without CUPTI
+   and under nbprof, each against none: which part of nbprof's cost is whose.
 
 On a GPU the launching thread is recorded by torch's legacy profiler, so its launches are timed
 by a record_function on their stream; a worker thread's by numba's own event pair: figure 1 is
 printed for both (``--thread main`` / ``worker`` / ``both``).
 
 Usage: .venv/bin/python bench/bench_numba.py [--gpu] [--launches N] [--rounds R] [--thread T]
+  [--split]
   --gpu: numba real mode on the GPU (the default where /dev/nvidiactl exists; with --gpu and no
   GPU it says so and exits 2); without a GPU, numba's simulator.
 """
@@ -161,6 +164,29 @@ def recording_with_torch(launches: int, rounds: int) -> tuple[float, float]:
     return _bare_and_recorded(original, recorder, launches, rounds, legacy_profiler)
 
 
+def split(launches: int, rounds: int, where: str) -> dict:
+    """Seconds per launch under each part of what nbprof switches on, medians of alternating
+    rounds: where a profiled launch's added cost comes from (CUPTI's tracing of the launch and of
+    numba's event records, the CUDA-event profiler, nbprof's wrapper)."""
+    import torch
+
+    threads = 256
+    args = (np.float32(2), *(cuda.device_array(threads, np.float32) for _ in range(3)))
+    launch_loop(3, args, threads)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    parts = {"none": contextlib.nullcontext,
+             "torch.profiler (CPU + CUPTI)": lambda: torch.profiler.profile(activities=activities),
+             "nbprof, no CUPTI": lambda: nbprof.profile(kernels=False),
+             "nbprof": nbprof.profile}
+    seconds = {name: [] for name in parts}
+    for _ in range(rounds):
+        for name, make in parts.items():
+            with make():
+                seconds[name].append(on_thread(where, lambda: launch_loop(launches, args,
+                                                                          threads)))
+    return {name: statistics.median(values) for name, values in seconds.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true",
@@ -168,6 +194,8 @@ def main() -> None:
     parser.add_argument("--launches", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--thread", choices=("main", "worker", "both"), default="both")
+    parser.add_argument("--split", action="store_true",
+                        help="on a GPU, also each part's share of a profiled launch's cost")
     options = parser.parse_args()
     if options.gpu and (SIMULATOR or not cuda.is_available()):
         print("bench_numba --gpu: numba.cuda sees no GPU (or NUMBA_ENABLE_CUDASIM is set): run it "
@@ -186,6 +214,14 @@ def main() -> None:
         print(f"   nbprof.profile {profiled * 1e6:10.2f} us per launch")
         print(f"   added          {(profiled - plain) * 1e6:+10.2f} us per launch "
               f"({profiled / plain:.3f}x)   target: <= +3 us on a GPU")
+    if options.split and not SIMULATOR:
+        for where in places:
+            parts = split(launches, options.rounds, where)
+            none = parts.pop("none")
+            print(f"4. where it goes, {where} thread: {launches} saxpy launches x {options.rounds} "
+                  f"rounds (median), not profiled {none * 1e6:.2f} us per launch")
+            for name, value in parts.items():
+                print(f"   {name:30s} {(value - none) * 1e6:+10.2f} us per launch")
     bare, recorded = recording_alone(100_000, options.rounds)
     print("2. the recording alone (nbprof's real-mode wrapper around a launch that does nothing,"
           " 4 arguments, no CUDA events)")

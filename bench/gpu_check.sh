@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU checks, in one run of under 8 minutes (timeouts 240 + 100 + 45 + 40 + 45 s, imports first;
+# GPU checks, in one run of under 8 minutes (timeouts 240 + 100 + 60 + 30 + 45 s, imports first;
 # TESTS_TIMEOUT, BENCH_TIMEOUT and NUMBA_TIMEOUT shorten them for a tight device budget;
 # PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
@@ -9,7 +9,8 @@
 #      GPU sleep, backward, CUDA graph, fork DataLoader, %%cudaprof; -s: every figure printed)
 #   2. bench/bench_record.py --gpu   (overhead vs torch.profiler with CUPTI, events only vs the
 #      seed's ~4 us/op, exit time, event vs CUPTI agreement, anchor error)
-#   3. bench/bench_numba.py   (per-launch cost of numba.cuda kernels profiled vs not; needs numba-cuda)
+#   3. bench/bench_numba.py --split   (per-launch cost of numba.cuda kernels profiled vs not, and
+#      each part's share: CUPTI, the CUDA-event profiler; needs numba-cuda)
 #   4. bench/gpu_probe.py   (what torch's profilers record raw here: thread ids, correlation ids)
 #   5. make demo's profile (nbprof run kernels/train_mlp.py) -> demo.html, to look at
 # Logs go to $OUT (or bench/out/gpu); summary.log says what ran and how it ended.
@@ -107,11 +108,11 @@ timeout "${BENCH_TIMEOUT:-100}" "$PY" bench/bench_record.py --gpu --rounds 3 --p
 bench_rc=${PIPESTATUS[0]}
 [ "$bench_rc" -eq 0 ] || status=1
 
-timeout "${NUMBA_TIMEOUT:-45}" "$PY" bench/bench_numba.py --rounds 5 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_numba.log"
+timeout "${NUMBA_TIMEOUT:-60}" "$PY" bench/bench_numba.py --rounds 5 --split 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_numba.log"
 numba_rc=${PIPESTATUS[0]}
 [ "$numba_rc" -eq 0 ] || status=1
 
-timeout "${PROBE_TIMEOUT:-40}" "$PY" bench/gpu_probe.py 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_probe.log"
+timeout "${PROBE_TIMEOUT:-30}" "$PY" bench/gpu_probe.py 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_probe.log"
 
 # make demo's profile on the GPU: the page a user opens, with its CUDA lanes (look at it after)
 # and its Chrome export, checked and loaded back (the trace stays here: 8 files come back at most)
