@@ -152,16 +152,16 @@ def with_gpu(trace: Trace, *, start_ns, end_ns, names, device, stream, launch, k
         counters=trace.counters)
 
 
-def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict,
-                        cpu_trace: Trace) -> np.ndarray:
+def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict, kineto_names,
+                        kineto_tids) -> np.ndarray:
     """OS thread id of each legacy lane. The starting thread's is known; autograd's threads carry
-    torch's small profiler id, which Kineto's own rows map to an OS id (``os_tids``). That lane is
-    kept while it holds at least half as many of the legacy lane's ops (names counted with their
-    repeats) as the lane that holds the most; else that lane is taken. On an H200 the map alone
-    sent a whole backward pass (125 ops) to a lane holding none of them. No two legacy lanes
-    share a lane; -1 where none is left."""
-    cpu_tids = [thread.tid for thread in cpu_trace.threads]
-    cpu_names = _names_by_lane(cpu_trace)
+    torch's small profiler id, which Kineto's own rows map to an OS id (``os_tids``). That thread
+    is kept while its Kineto rows (``kineto_names``, ``kineto_tids``) hold at least half as many
+    of the legacy lane's ops (names counted with their repeats) as the thread that holds the
+    most; else that thread is taken. On an H200 the map alone sent a whole backward pass (125
+    ops) to a thread holding none of them. No two legacy lanes share a thread; -1 where none is
+    left."""
+    held_by_tid = _names_by_tid(kineto_names, kineto_tids)
     legacy_names = _names_by_lane(legacy_trace)
     taken = {starting_tid}
     found = []
@@ -170,9 +170,8 @@ def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict,
             found.append(thread.tid)
             continue
         ops = legacy_names.get(lane, Counter())
-        scores = {tid: sum(min(count, cpu_names.get(cpu_lane, Counter())[name])
-                           for name, count in ops.items())
-                  for cpu_lane, tid in enumerate(cpu_tids) if tid not in taken}
+        scores = {tid: sum(min(count, held[name]) for name, count in ops.items())
+                  for tid, held in held_by_tid.items() if tid not in taken}
         mapped = os_tids.get(thread.tid, -1)
         best = max(scores, key=scores.get, default=-1)
         if mapped in scores and scores[mapped] * 2 >= scores.get(best, 0):
@@ -185,15 +184,27 @@ def legacy_lane_os_tids(legacy_trace: Trace, starting_tid: int, os_tids: dict,
 
 
 def _names_by_lane(trace: Trace) -> dict:
-    """lane -> Counter of its rows' names (counted by numpy: a loop over the rows was 80 ms of
-    leaving a 20k-op GPU block)."""
-    width = max(len(trace.names), 1)
-    pairs, counts = np.unique(trace.thread.astype(np.int64) * width + trace.name_id,
-                              return_counts=True)
+    """lane -> Counter of its rows' names."""
+    return _counted(trace.thread, trace.name_id, trace.names)
+
+
+def _names_by_tid(names, tids) -> dict:
+    """OS tid -> Counter of the names of its records."""
+    from .convert import intern_names
+
+    name_id, table = intern_names(names)
+    return _counted(np.asarray(tids, np.int64), name_id, table)
+
+
+def _counted(keys: np.ndarray, name_id: np.ndarray, names) -> dict:
+    """key -> Counter of names, counted by numpy (a loop over the rows was 80 ms of leaving a
+    20k-op GPU block)."""
+    width = max(len(names), 1)
+    pairs, counts = np.unique(np.asarray(keys, np.int64) * width + name_id, return_counts=True)
     found: dict = {}
     for pair, count in zip(pairs.tolist(), counts.tolist()):
-        lane, name_id = divmod(pair, width)
-        found.setdefault(lane, Counter())[trace.names[name_id]] = count
+        key, index = divmod(pair, width)
+        found.setdefault(key, Counter())[names[index]] = count
     return found
 
 
@@ -324,8 +335,15 @@ def gpu_records_to_trace(records, *, anchor_name: str, base_time_ns: int, starti
         notes.extend(legacy_trace.meta["notes"])
         if "gpu_clock" in legacy_trace.meta:
             meta["gpu_clock"] = legacy_trace.meta["gpu_clock"]
-        event_times = {kineto.os_tids[small]: times for small, times in
-                       legacy_event_times(records.legacy_lists).items() if small in kineto.os_tids}
+        # each legacy thread's OS thread, from its ops: for its intervals and, first, to find the
+        # event stub's own calls on that thread (a wrong map left them in autograd's lane)
+        lanes = legacy_lane_os_tids(legacy_trace, starting_thread.tid, kineto.os_tids,
+                                    kineto.cpu.names, kineto.cpu.tid)
+        os_tid_of = dict(kineto.os_tids)
+        os_tid_of.update({thread.tid: int(tid) for thread, tid in zip(legacy_trace.threads, lanes)
+                          if thread.tid != starting_thread.tid and tid >= 0})
+        event_times = {os_tid_of[small]: times for small, times in
+                       legacy_event_times(records.legacy_lists).items() if small in os_tid_of}
     cpu, own_calls = drop_own_cuda_calls(kineto.cpu, event_times=event_times,
                                          windows=[*records.windows, *windows])
     meta["own_cuda_calls"] = own_calls
@@ -335,8 +353,6 @@ def gpu_records_to_trace(records, *, anchor_name: str, base_time_ns: int, starti
                                      meta=meta)
     parts = []
     if legacy_trace is not None:
-        lanes = legacy_lane_os_tids(legacy_trace, starting_thread.tid, kineto.os_tids,
-                                    cpu_trace)
         intervals, counts = event_intervals_onto(cpu_trace, legacy_trace, lanes)
         cpu_trace.meta["event_matching"] = counts
         if note := unmatched_note(counts):

@@ -130,6 +130,9 @@ def test_autograds_records_find_their_lane_by_its_ops_when_the_id_map_points_els
     assert abs(trace.kernel(row).interval.start_ns - 70 * US) <= 1_000
     assert trace.meta["event_matching"] == {"intervals_without_op": 0,
                                             "legacy_ops_unmatched": 0, "kineto_ops_unmatched": 0}
+    # and the event stub's own calls on autograd's thread are found there and left out
+    assert "cudaEventRecord" not in [trace.names[i] for i in trace.name_id]
+    assert trace.meta["own_cuda_calls"] == convert(kineto_records()).meta["own_cuda_calls"]
 
 
 def test_kernels_no_op_links_go_to_the_range_around_their_runtime_call():
@@ -306,8 +309,12 @@ def test_two_autograd_lanes_keep_their_mapped_lanes_unless_those_hold_too_few_of
     kineto = lanes([(0, "aten::mm")] + [(1, "MmBackward0")] * 3 + [(2, "MmBackward0")] * 4 +
                    [(2, "AddBackward0")],
                    [Thread(1, MAIN, "main"), Thread(1, AUTOGRAD, "a"), Thread(1, 7004, "b")])
+    names = [kineto.names[i] for i in kineto.name_id]
+    tids = np.asarray([thread.tid for thread in kineto.threads])[kineto.thread]
     good_map = {2: AUTOGRAD, 3: 7004}
-    assert legacy_lane_os_tids(legacy, MAIN, good_map, kineto).tolist() == [MAIN, AUTOGRAD, 7004]
+    assert legacy_lane_os_tids(legacy, MAIN, good_map, names, tids).tolist() == \
+        [MAIN, AUTOGRAD, 7004]
     # a map pointing at a lane with none of the ops (as on the H200) gives way to the ops
     bad_map = {2: WORKER, 3: WORKER}
-    assert legacy_lane_os_tids(legacy, MAIN, bad_map, kineto).tolist() == [MAIN, 7004, AUTOGRAD]
+    assert legacy_lane_os_tids(legacy, MAIN, bad_map, names, tids).tolist() == \
+        [MAIN, 7004, AUTOGRAD]
