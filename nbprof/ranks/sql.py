@@ -12,8 +12,8 @@ from __future__ import annotations
 import pathlib
 
 from ..analysis import KERNEL_WORK
-from . import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler,
-                    rank_of, trace_paths)
+from . import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler, rank_of,
+               trace_paths)
 
 _KERNEL_WORK = ", ".join(str(int(kind)) for kind in KERNEL_WORK)
 _SUMMARY = f"""
