@@ -59,9 +59,8 @@ def links(records, label: str) -> None:
     kineto = records.kineto
     cpu = kineto.cpu
     by_tid = collections.defaultdict(list)
-    for name, tid, correlation, linked in zip(cpu.names, cpu.tid.tolist(),
-                                              kineto.correlation.tolist(), kineto.linked.tolist()):
-        by_tid[tid].append((name, correlation, linked))
+    for name, tid, correlation in zip(cpu.names, cpu.tid.tolist(), kineto.correlation.tolist()):
+        by_tid[tid].append((name, correlation))
     for tid, rows in by_tid.items():
         calls = [row for row in rows if is_runtime_call(row[0])]
         ops = [row for row in rows if not is_runtime_call(row[0])]

@@ -28,7 +28,7 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 
-from ..convert import sparse_rows
+from ..convert import keep_rows, sparse_rows
 from .quiet import quiet_usdt
 
 _KinetoEvent = torch._C._autograd._KinetoEvent
@@ -89,7 +89,6 @@ class KinetoRecords(NamedTuple):
     cpu: CpuRecords
     correlation: np.ndarray  # int64 per CPU row: its correlation id (an op's own number space;
     # a CUDA runtime call's is CUPTI's, a different space: the two may collide)
-    linked: np.ndarray  # int64 per CPU row: a runtime call's op (linked correlation), 0 for ops
     devices: DeviceRecords
     os_tids: dict  # torch's small profiler thread id -> OS thread id (legacy records use the former)
 
@@ -174,12 +173,15 @@ def read_kineto_records(events, *, record_shapes=False, with_stack=False) -> Kin
     # compared as ints: 1.5x faster than comparing torch's enum objects, 0.1 s per 150k events
     on_cpu = np.fromiter(map(int, map(kind.device_type, events)), np.int16,
                          len(events)) == int(_CPU)
-    # CUPTI's own overhead rows ("Activity Buffer Request") come on the CPU side with thread id 0,
-    # which no thread has (Linux's is the idle task): the profiler's cost, not a lane of the
-    # user's (seen on an H200, torch 2.11).
-    cpu_events = [event for event, cpu, tid in zip(events, on_cpu, map(kind.device_resource_id,
-                                                                        events)) if cpu and tid]
+    cpu_events = [event for event, cpu in zip(events, on_cpu) if cpu]
     cpu = read_records(cpu_events, record_shapes=record_shapes, with_stack=with_stack)
+    if not cpu.tid.all():
+        # CUPTI's own overhead rows ("Activity Buffer Request") come on the CPU side with thread
+        # id 0, which no thread has (Linux's is the idle task): the profiler's cost, not a lane
+        # of the user's (seen on an H200, torch 2.11). Dropped by the tid column already read.
+        keep = cpu.tid != 0
+        cpu = keep_rows(cpu, keep)
+        cpu_events = [event for event, kept in zip(cpu_events, keep.tolist()) if kept]
     os_tids = thread_ids_by_small_id(map(kind.start_thread_id, cpu_events), cpu.tid.tolist())
     device_events, kinds = [], []
     activity = getattr(kind, "activity_type", None)  # older torches lack these two
@@ -204,8 +206,7 @@ def read_kineto_records(events, *, record_shapes=False, with_stack=False) -> Kin
         _int_column(kind.device_resource_id, device_events),
         _int_column(kind.linked_correlation_id, device_events), kinds, args,
         _int_column(kind.correlation_id, device_events))
-    return KinetoRecords(cpu, _int_column(kind.correlation_id, cpu_events),
-                         _int_column(kind.linked_correlation_id, cpu_events), devices, os_tids)
+    return KinetoRecords(cpu, _int_column(kind.correlation_id, cpu_events), devices, os_tids)
 
 
 def thread_ids_by_small_id(small_ids, os_tids) -> dict:

@@ -158,3 +158,47 @@ def test_kinetos_kernel_metadata_is_read_as_json_and_bad_text_is_no_error():
     assert _metadata(text)["grid"] == [128, 1, 1] and _metadata(text)["block"] == [256, 1, 1]
     assert np.isnan(_metadata('"est. achieved occupancy %": NaN')["est. achieved occupancy %"])
     assert _metadata('"grid": [1, 1') == {} and _metadata("") == {}
+
+
+def test_kineto_records_leave_cuptis_tid_zero_rows_out_and_keep_columns_aligned():
+    # _KinetoEvent's methods, as a GPU session hands them out: CPU rows (one CUPTI overhead row
+    # with thread id 0, as on an H200), a kernel and a CUPTI span that is no GPU work
+    from nbprof.record.kineto_cpu import _CPU, read_kineto_records
+
+    cuda = torch._C._autograd.DeviceType.CUDA
+
+    class Event:
+        def __init__(self, name, tid, small, correlation, device=_CPU, linked=0, kind="",
+                     metadata=""):
+            self._values = dict(name=name, tid=tid, small=small, correlation=correlation,
+                                device=device, linked=linked, kind=kind, metadata=metadata)
+
+        def name(self): return self._values["name"]
+        def device_type(self): return self._values["device"]
+        def device_resource_id(self): return self._values["tid"]
+        def start_thread_id(self): return self._values["small"]
+        def correlation_id(self): return self._values["correlation"]
+        def linked_correlation_id(self): return self._values["linked"]
+        def activity_type(self): return self._values["kind"]
+        def metadata_json(self): return self._values["metadata"]
+        def start_ns(self): return 1_000
+        def end_ns(self): return 2_000
+        def device_index(self): return 0
+        def is_user_annotation(self): return False
+
+    events = [Event("Activity Buffer Request", 0, 1, 5),
+              Event("aten::mm", 899, 1, 11), Event("cudaLaunchKernel", 899, 1, 70),
+              Event("Activity Buffer Request", 0, 1, 6),
+              Event("aten::relu", 924, 2, 12),
+              Event("sm90_gemm", 7, 0, 70, device=cuda, linked=11, kind="kernel",
+                    metadata='"grid": [8, 1, 1], "block": [128, 1, 1]'),
+              Event("PyTorch Profiler (0)", 7, 0, 0, device=cuda, kind="gpu_user_annotation")]
+    records = read_kineto_records(events)
+    assert records.cpu.names == ["aten::mm", "cudaLaunchKernel", "aten::relu"]
+    assert records.cpu.tid.tolist() == [899, 899, 924]
+    assert records.correlation.tolist() == [11, 70, 12]
+    assert records.os_tids == {1: 899, 2: 924}
+    devices = records.devices
+    assert devices.names == ["sm90_gemm"] and devices.kinds == ["kernel"]
+    assert devices.correlation.tolist() == [11] and devices.runtime_correlation.tolist() == [70]
+    assert devices.args == {0: {"grid": [8, 1, 1], "block": [128, 1, 1]}}

@@ -37,23 +37,21 @@ def kineto_records(ops=OPS, extra=(), extra_devices=()):
     """Kineto's view: the same ops 200 ns earlier (its callback runs first), each op's
     cudaLaunchKernel, the legacy stub's own cudaEventRecord after each push and pop, nbprof's
     anchor, and an op on a plain Python thread that the legacy profiler never sees."""
-    rows = [("nbprof::gpu_clock_anchor", 1 * US, 1 * US + 300, MAIN, 0, 0)]
+    rows = [("nbprof::gpu_clock_anchor", 1 * US, 1 * US + 300, MAIN, 0)]
     for name, start, end, _, _, thread, correlation in ops:
         tid = OS_TID[thread]
         # a runtime call's own correlation id is CUPTI's: here it collides with the next op's
-        rows += [(name, start - 200, end + 100, tid, correlation, 0),
-                 ("cudaLaunchKernel", start + 600, start + 900, tid, correlation + 1, correlation),
-                 ("cudaEventRecord", start + 300, start + 400, tid, 0, 0),
-                 ("cudaEventRecord", end + 200, end + 300, tid, 0, 0)]
-    rows += [("aten::add", 50 * US, 51 * US, WORKER, 15, 0),
-             *[row if len(row) == 6 else (*row, 0) for row in extra]]
+        rows += [(name, start - 200, end + 100, tid, correlation),
+                 ("cudaLaunchKernel", start + 600, start + 900, tid, correlation + 1),
+                 ("cudaEventRecord", start + 300, start + 400, tid, 0),
+                 ("cudaEventRecord", end + 200, end + 300, tid, 0)]
+    rows += [("aten::add", 50 * US, 51 * US, WORKER, 15), *extra]
     cpu = CpuRecords(
         names=[r[0] for r in rows], start_ns=T + np.array([r[1] for r in rows]),
         end_ns=T + np.array([r[2] for r in rows]), tid=np.array([r[3] for r in rows]),
         is_annotation=np.array([r[0].startswith("nbprof::") for r in rows]),
         is_python=np.zeros(len(rows), bool), shapes={}, stacks={}, cuda_us=None)
     correlation = np.array([r[4] for r in rows])
-    linked = np.array([r[5] for r in rows])
     devices = [("gemm_kernel", 15 * US + 500, 39 * US, 11, "kernel"),
                ("relu_kernel", 40 * US + 200, 44 * US, 12, "kernel"),
                ("gemm_kernel", 45 * US + 300, 69 * US, 13, "kernel"),
@@ -67,7 +65,7 @@ def kineto_records(ops=OPS, extra=(), extra_devices=()):
         T + np.array([d[2] for d in devices]), np.zeros(len(devices), np.int64),
         np.full(len(devices), 7), np.array([d[3] for d in devices]), [d[4] for d in devices],
         {0: {"grid": [64, 1, 1], "block": [256, 1, 1]}, 4: {"bytes": 4096}}, np.array(runtime))
-    return KinetoRecords(cpu, correlation, linked, device_records, dict(OS_TID))
+    return KinetoRecords(cpu, correlation, device_records, dict(OS_TID))
 
 
 def convert(kineto, kernels_asked=True, legacy=True):
@@ -139,12 +137,12 @@ def test_kernels_no_op_links_go_to_the_range_around_their_runtime_call():
     # Seen on an H200 (torch 2.11): a graph replayed inside a record_function range alone, and
     # ops of a second Python thread, got kernels whose linked correlation is 0. CUPTI's own id
     # still ties each kernel to its runtime call, and the call's enclosing slice launched it.
-    extra = [("CUDAGraph::replay", 100 * US, 110 * US, MAIN, 31, 0),
-             ("cudaGraphLaunch", 101 * US, 108 * US, MAIN, 900, 0),
-             ("aten::relu", 120 * US, 125 * US, WORKER, 32, 0),
+    extra = [("CUDAGraph::replay", 100 * US, 110 * US, MAIN, 31),
+             ("cudaGraphLaunch", 101 * US, 108 * US, MAIN, 900),
+             ("aten::relu", 120 * US, 125 * US, WORKER, 32),
              # its runtime call's CUPTI id is also an op's torch id (11): kept apart by name
-             ("cudaLaunchKernel", 121 * US, 123 * US, WORKER, 11, 0),
-             ("cudaLaunchKernel", 130 * US, 131 * US, WORKER, 950, 0)]  # inside no slice
+             ("cudaLaunchKernel", 121 * US, 123 * US, WORKER, 11),
+             ("cudaLaunchKernel", 130 * US, 131 * US, WORKER, 950)]  # inside no slice
     devices = [("graph_gemm", 111 * US, 115 * US, 0, "kernel", 900),
                ("graph_relu", 115 * US, 116 * US, 0, "kernel", 900),
                ("thread_relu", 124 * US, 126 * US, 0, "kernel", 11),
