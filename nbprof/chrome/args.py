@@ -2,8 +2,8 @@
 
 A Kineto file's args are a quarter of its text, and a dict per slice costs ~250 bytes: kept as
 Python dicts they were most of a big load's memory. Here each chunk's args texts are joined
-and compressed (LZ4 through pyarrow, ~5x on Kineto's args, ~450 MB/s; zlib where pyarrow is
-missing), with one offset per slice. What the loader itself needs from the args (correlation,
+and compressed (LZ4, ~5x on Kineto's args, ~1 GB/s; zlib where the lz4 package is missing),
+with one offset per slice. What the loader itself needs from the args (correlation,
 External id, device, stream, and whether shapes or a stack are there) is read per chunk into
 sparse int columns. ``trace.event_args``, ``gpu_args``, ``shapes`` and ``stacks`` are then
 :class:`LazyArgs` mappings over that text: row -> value, decoded on access (a block at a time,
@@ -62,12 +62,14 @@ ID_KEYS = ("correlation", "external_id", "device", "stream")
 
 
 def _codec():
+    # lz4, not pyarrow's LZ4 (the same codec and speed): importing pyarrow costs a load ~30 MB
+    # of memory, 3% of a 1 GB file
     try:
-        import pyarrow as pa
-    except ImportError:  # pyarrow is optional: zlib's fastest level, ~6x slower
+        import lz4.block
+    except ImportError:  # zlib's fastest level: ~6x slower
         return (lambda data: zlib.compress(data, 1)), (lambda data, size: zlib.decompress(data))
-    return (lambda data: pa.compress(data, codec="lz4", asbytes=True),
-            lambda data, size: pa.decompress(data, size, codec="lz4", asbytes=True))
+    return (lambda data: lz4.block.compress(data, store_size=False),
+            lambda data, size: lz4.block.decompress(data, uncompressed_size=size))
 
 
 class IdColumn:
