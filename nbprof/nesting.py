@@ -1,45 +1,156 @@
-"""Nesting of CPU events per thread: depth, parent and self time, in one numba pass."""
+"""Nesting of CPU events per thread: depth, parent and self time, in numpy.
+
+The definition is a stack per thread (tests/unit/test_load_columns.py has it in plain Python):
+rows in start order, each row's parent is the innermost event still open at its start. That
+is the last earlier row of its thread whose end is after the row's start, a query numpy answers
+for all rows at once over a tree of maxima. It was one numba pass; importing numba cost a big
+load ~60 MB, and the load needs numba nowhere else.
+"""
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-
-@njit(cache=True)
-def _nest_sorted(start_ns, end_ns, thread, top, depth, parent, self_ns):
-    # Rows in start order (enclosing events first on ties), all threads at once. Each
-    # thread's stack of open events is the parent chain from its last event (``top``): the
-    # event below another on its stack is its parent, so popping is following parent links,
-    # and no stack or per-thread row list is built.
-    for row in range(len(start_ns)):
-        lane = thread[row]
-        up = top[lane]
-        while up >= 0 and end_ns[up] <= start_ns[row]:
-            up = parent[up]
-        if up >= 0:
-            parent[row] = up
-            depth[row] = depth[up] + 1
-            # A slice that overlaps its enclosing one without fitting in it (real traces have
-            # such quirks) is drawn one level down; only the part inside counts against self time.
-            self_ns[up] -= min(end_ns[row], end_ns[up]) - start_ns[row]
-        top[lane] = row
+_FANOUT = 8  # children per node of the tree of maxima
+_QUERY_BLOCK = 1 << 16  # rows whose parent is looked for at a time: temporaries stay small
 
 
 def nest(start_ns: np.ndarray, end_ns: np.ndarray, thread: np.ndarray):
-    """Depth, parent (NO_ID at the top) and self time for events sorted by start."""
+    """Depth, parent (NO_ID at the top) and self time for events sorted by start (the
+    enclosing event first on ties)."""
     n = len(start_ns)
     depth = np.zeros(n, np.int16)
     parent = np.full(n, -1, np.int32)
     self_ns = np.subtract(end_ns, start_ns, dtype=np.int64)
-    if n:
-        lanes = np.asarray(thread)
-        if lanes.min() < 0 or lanes.max() >= 2 * n + 1024:  # not small indices: renumbered
-            lanes = np.unique(lanes, return_inverse=True)[1].reshape(-1)
-        top = np.full(int(lanes.max()) + 1, -1, np.int64)
-        _nest_sorted(np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64), lanes, top,
-                     depth, parent, self_ns)
+    if not n:
+        return depth, parent, self_ns
+    start_ns, end_ns = np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64)
+    for rows in _rows_by_thread(np.asarray(thread)):
+        up = _last_open(_last_open_position(start_ns, end_ns, rows), len(rows))
+        for first in range(0, len(rows), _QUERY_BLOCK):
+            block = up[first:first + _QUERY_BLOCK]
+            inner = np.flatnonzero(block >= 0)
+            parent[rows[first + inner]] = rows[block[inner]]
+        del up
+    _depths(parent, depth)
+    # A slice that overlaps its enclosing one without fitting in it (real traces have such
+    # quirks: Kineto's µs rounding) is drawn one level down; only the part inside counts
+    # against its parent's self time. A block of rows at a time: at millions of rows each
+    # full-size temporary is tens of MB.
+    for first in range(0, n, _QUERY_BLOCK):
+        children = np.flatnonzero(parent[first:first + _QUERY_BLOCK] >= 0) + first
+        up = parent[children]
+        np.subtract.at(self_ns, up,
+                       np.minimum(end_ns[children], end_ns[up]) - start_ns[children])
     return depth, parent, self_ns
+
+
+def _rows_by_thread(thread: np.ndarray):
+    """Each thread's rows, in order. Threads are few: a mask per thread costs less memory
+    than sorting every row by thread (one int64 per row)."""
+    if thread.min() >= 0 and thread.max() < 2 * len(thread) + 1024:  # small ints, as a Trace's
+        lanes = np.flatnonzero(np.bincount(thread))
+    else:
+        lanes = np.unique(thread)
+    if len(lanes) > 64:
+        by_thread = np.argsort(thread, kind="stable")
+        sorted_lanes = thread[by_thread]
+        bounds = np.r_[0, np.flatnonzero(sorted_lanes[1:] != sorted_lanes[:-1]) + 1,
+                       len(thread)]
+        del sorted_lanes
+        for first, last in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            yield by_thread[first:last]
+        return
+    small = np.int32 if len(thread) < 1 << 31 else np.int64
+    for lane in lanes.tolist():
+        yield np.flatnonzero(thread == lane).astype(small)
+
+
+def _last_open_position(start_ns: np.ndarray, end_ns: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """For one thread's ``rows`` (by start): the last position among them at which each row is
+    still open, i.e. before the first row that starts at or after its end. Padded with -1 to
+    a multiple of the fan-out (the tree of maxima's first level, without a copy)."""
+    starts = start_ns[rows]
+    last = np.full(len(rows) + -len(rows) % _FANOUT, -1,
+                   np.int32 if len(rows) < 1 << 31 else np.int64)
+    for first in range(0, len(rows), _QUERY_BLOCK):
+        block = rows[first:first + _QUERY_BLOCK]
+        last[first:first + len(block)] = np.searchsorted(starts, end_ns[block], side="left") - 1
+    return last
+
+
+def _last_open(last: np.ndarray, size: int) -> np.ndarray:
+    """For each position i < ``size``, the largest j < i with ``last[j] >= i`` (the innermost
+    row still open at i), or -1. Walks left over a tree of maxima of ``last``: up while no node left of
+    the walk's path under the same parent reaches i, then down to the rightmost position that
+    does. The row just before is the answer for about half the rows: it is tried first."""
+    tree = [_padded(last)]
+    while len(tree[-1]) > _FANOUT:
+        tree.append(_padded(tree[-1].reshape(-1, _FANOUT).max(axis=1)))
+    # per node, the maximum of it and the nodes left of it under the same parent
+    so_far = [np.maximum.accumulate(level.reshape(-1, _FANOUT), axis=1).reshape(-1)
+              for level in tree]
+    found = np.full(size, -1, last.dtype)
+    fan = np.arange(_FANOUT)
+    for first in range(0, size, _QUERY_BLOCK):
+        query = np.arange(max(first, 1), min(first + _QUERY_BLOCK, size))
+        behind = last[query - 1] >= query
+        found[query[behind]] = query[behind] - 1
+        query = query[~behind]
+        node = query - 1  # on level 0
+        for level, maxima in enumerate(tree):
+            live = node >= 0
+            query, node = query[live], node[live]
+            if not len(query):
+                break
+            hit = so_far[level][node] >= query
+            if hit.any():
+                # the rightmost of the nodes that reach, left of the path and under its parent
+                look = node[hit, None] - fan
+                reach = (look >= (node[hit] - node[hit] % _FANOUT)[:, None]) & \
+                    (maxima[np.maximum(look, 0)] >= query[hit, None])
+                at = look[np.arange(len(look)), reach.argmax(axis=1)]
+                found[query[hit]] = _down(tree, level, at, query[hit])
+                query, node = query[~hit], node[~hit]
+            node = node // _FANOUT - 1
+    return found
+
+
+def _down(tree: list, level: int, at: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """From nodes ``at`` on ``level`` (each holds a position reaching its query) down to the
+    rightmost such position."""
+    fan = np.arange(_FANOUT)
+    for maxima in tree[level - 1::-1] if level else []:
+        children = at[:, None] * _FANOUT + fan
+        reach = maxima[children] >= query[:, None]
+        at = children[np.arange(len(at)), _FANOUT - 1 - reach[:, ::-1].argmax(axis=1)]
+    return at
+
+
+def _padded(values: np.ndarray) -> np.ndarray:
+    """``values`` with -1 appended up to a multiple of the fan-out (-1 reaches no position)."""
+    pad = -len(values) % _FANOUT
+    return np.concatenate([values, np.full(pad, -1, values.dtype)]) if pad else values
+
+
+def _depths(parent: np.ndarray, depth: np.ndarray) -> None:
+    """Each row's number of ancestors into ``depth``, by pointer jumping: each round adds the
+    distance to the row's current ancestor and jumps to that one's, log2(depth) rounds. A block
+    at a time: a row may read a block already updated this round, which is still right (it
+    then jumps further, and adds the matching distance)."""
+    above = parent.copy()
+    distance = (parent >= 0).astype(np.int32)
+    jumping = True
+    while jumping:
+        jumping = False
+        for first in range(0, len(parent), _QUERY_BLOCK):
+            rows = np.flatnonzero(above[first:first + _QUERY_BLOCK] >= 0) + first
+            if len(rows):
+                step = above[rows]
+                distance[rows] += distance[step]
+                above[rows] = above[step]
+                jumping = True
+    depth[:] = distance
 
 
 def time_ordered(rows: np.ndarray, first: np.ndarray, then) -> np.ndarray:

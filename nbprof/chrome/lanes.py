@@ -9,10 +9,10 @@ moves them to extra lanes instead of dropping them (DESIGN.md, rule 6).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+_compiled = None
 
 
-@njit(cache=True)
 def _nested_pass(start_ns, end_ns, group, rows, fits):
     # rows: in (group, start, longest first) order. One stack per group; a slice fits when it
     # lies inside the innermost slice still open at its start (or when none is open).
@@ -45,10 +45,22 @@ def assign_lanes(start_ns: np.ndarray, end_ns: np.ndarray, group: np.ndarray) ->
     group = np.asarray(group, np.int64)
     rows = np.lexsort((start_ns - end_ns, start_ns, group)).astype(np.int64)
     current = 0
+    nested_pass = _compiled_pass()
     while len(rows):
         fits = np.empty(len(rows), np.bool_)
-        _nested_pass(start_ns, end_ns, group, rows, fits)
+        nested_pass(start_ns, end_ns, group, rows, fits)
         lane[rows[fits]] = current
         rows = rows[~fits]
         current += 1
     return lane
+
+
+def _compiled_pass():
+    # numba is imported on the first export, not with the package: loading a trace needs none
+    # of it, and importing it costs ~60 MB
+    global _compiled
+    if _compiled is None:
+        from numba import njit
+
+        _compiled = njit(cache=True)(_nested_pass)
+    return _compiled

@@ -27,6 +27,17 @@ def test_an_int32_column_widens_when_a_value_does_not_fit():
     assert out.dtype == np.int64 and out.tolist() == [1, -5, 2**31 - 1, 2**40, -(2**31)]
 
 
+def test_an_int16_column_widens_step_by_step_and_keeps_every_value():
+    column = GrowingColumn(np.int16, widen=True)
+    column.extend(np.array([3, 32767]))
+    assert column.dtype == np.int16
+    column.extend(np.array([-32768]))  # a type's lowest value is kept for markers: widens
+    assert column.dtype == np.int32
+    column.extend(np.array([2**33]))
+    out = column.finish()
+    assert out.dtype == np.int64 and out.tolist() == [3, 32767, -32768, 2**33]
+
+
 def _nest_by_stacks(start, end, thread):
     """The plain definition: per thread, a stack of the events still open."""
     depth, parent = np.zeros(len(start), np.int16), np.full(len(start), -1, np.int32)
@@ -44,14 +55,36 @@ def _nest_by_stacks(start, end, thread):
     return depth, parent, self_ns
 
 
+def _same_nesting(start, end, thread):
+    got, want = nest(start, end, thread.astype(np.int32)), _nest_by_stacks(start, end, thread)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
 def test_nesting_over_all_threads_at_once_matches_a_stack_per_thread():
     rng = np.random.default_rng(3)
     start = np.sort(rng.integers(0, 2000, 3000))
     end = start + rng.integers(0, 300, 3000)  # overlaps that do not fit, ties, zero lengths
-    for thread in (rng.integers(0, 5, 3000), rng.integers(-3, 2, 3000) * 1000):
-        got, want = nest(start, end, thread.astype(np.int32)), _nest_by_stacks(start, end, thread)
-        for a, b in zip(got, want):
-            assert a.dtype == b.dtype and np.array_equal(a, b)
+    for thread in (rng.integers(0, 5, 3000), rng.integers(-3, 2, 3000) * 1000,
+                   rng.integers(0, 100, 3000)):  # more threads than masks are used for
+        _same_nesting(start, end, thread)
+
+
+@pytest.mark.parametrize("size", [1, 9, 64, 65, 513, 40_000])
+def test_nesting_finds_parents_near_and_far(size):
+    # The parent search walks a tree of 8-wide maxima: parents at every distance, across
+    # block and level edges, in shapes a trace has (siblings under one long root, deep chains,
+    # many roots, ops that outlive their parent by a little, as Kineto's µs rounding makes)
+    rng = np.random.default_rng(size)
+    start = np.arange(size) * 10
+    one_thread = np.zeros(size, np.int64)
+    siblings = start + 5
+    siblings[0] = size * 10 + 1
+    chain = (start // 10000 + 1) * 10000 - start // 10  # each inside the one before, ~900 deep
+    mixed = start + rng.geometric(1 / 3, size) * 10 + rng.integers(-3, 4, size)
+    for end in (siblings, chain, mixed, start + 5):
+        _same_nesting(start, np.maximum(end, start), one_thread)
+    _same_nesting(start, np.maximum(mixed, start), rng.integers(0, 3, size))
 
 
 @pytest.mark.parametrize("span", [3, 1000, 10 ** 12])
