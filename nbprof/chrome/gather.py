@@ -20,8 +20,8 @@ from .args import ArgsStore, IdColumn, decode_value
 from .growing import GrowingColumn
 from .phases import (INSTANT_PHASES, RawCounters, RawInstants, counter_events, instant_events,
                      paired_begin_ends)
-from .read import (Column, Slices, floats, canonical_id, hashable, phase_rows, pick,
-                   x_slices)
+from .read import (MAX_TIME_US, Column, Slices, floats, canonical_id, hashable, phase_rows,
+                   pick, x_slices)
 
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
 _SLICE_FIELDS = ("name", "cat", "pid", "tid")
@@ -33,7 +33,7 @@ class FlowEnds:
     def __init__(self):
         self.ids = IdColumn()
         self.places: dict = {}  # (pid, tid) as the file spells them -> code
-        self._place = GrowingColumn(np.int32)
+        self._place = GrowingColumn(np.int16, widen=True)
         self._ts, self._is_end = GrowingColumn(np.float64), GrowingColumn(bool)
         self.count = 0
         self.unusable = 0
@@ -92,14 +92,20 @@ class FlowEnds:
     def __bool__(self):
         return self.count > 0 or self.unusable > 0
 
-    def ends(self):
-        """(id, is an f, (pid, tid, ts)) of each flow end, in file order."""
+    def ends(self, origin_us: float):
+        """(id, is an f, (pid, tid, ts)) of each flow end, in file order; ts in ns from
+        ``origin_us``, rounded as the slices' starts are (ends beyond a trace's span are left
+        out: no slice is there)."""
         place_of = {code: (canonical_id(pid), canonical_id(tid))
                     for (pid, tid), code in self.places.items()}
         ids = self.ids.lookup_values(np.arange(self.count, dtype=np.int64))
-        for flow_id, place, ts, is_end in zip(ids, self.place.tolist(), self.ts.tolist(),
-                                              self.is_end.tolist()):
-            if flow_id is not None:
+        relative = self.ts - origin_us
+        ns = np.rint(relative * 1000.0)
+        fits = np.abs(relative) <= MAX_TIME_US
+        for flow_id, place, ts, is_end, usable in zip(
+                ids, self.place.tolist(), ns.astype(np.int64).tolist(), self.is_end.tolist(),
+                fits.tolist()):
+            if flow_id is not None and usable:
                 yield flow_id, is_end, (*place_of[place], ts)
 
 
@@ -140,7 +146,7 @@ class Gatherer:
     def __init__(self, path):
         self.path = path
         self.tables = {name: {} for name in _SLICE_FIELDS}
-        self.codes = {name: GrowingColumn(np.int32) for name in _SLICE_FIELDS}
+        self.codes = {name: GrowingColumn(np.int16, widen=True) for name in _SLICE_FIELDS}
         self.ts, self.dur = GrowingColumn(np.float64), GrowingColumn(np.float64)
         self.args = ArgsStore()
         self.out = Gathered(slices=None)

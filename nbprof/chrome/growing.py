@@ -19,13 +19,14 @@ import numpy as np
 # such a block grows and shrinks by mremap, and goes back to the system when freed.
 RESERVE_BYTES = 32 << 20
 FIRST_SIZE = 1 << 16  # elements: a small file's columns stay small
-GROWTH = 1.25  # numpy zero-fills what resize adds: a small step keeps little of it unused
-_INT32 = np.iinfo(np.int32)
+GROWTH = 1.05  # numpy zero-fills what resize adds (RSS): a small step keeps little of it unused
+_WIDER = {np.dtype(np.int16): np.dtype(np.int32), np.dtype(np.int32): np.dtype(np.int64)}
 
 
 class GrowingColumn:
-    """``widen``: an int32 column that becomes int64 once a value does not fit in int32 (ids
-    and rows almost always fit: half the bytes)."""
+    """``widen``: an int16 or int32 column that becomes the next wider int once a value does
+    not fit (ids and rows almost always fit int32, the codes of interned names int16: a half
+    or a quarter of the bytes). The type's lowest value never fits: it is kept for markers."""
 
     def __init__(self, dtype, widen: bool = False):
         self.dtype = np.dtype(dtype)
@@ -36,9 +37,11 @@ class GrowingColumn:
     def extend(self, values) -> None:
         values = np.asarray(values)
         need = self.size + len(values)
-        if self.widen and self.dtype == np.int32 and len(values) and not (
-                values.min() > _INT32.min and values.max() <= _INT32.max):
-            self._widened()
+        if self.widen and len(values):
+            low, high = values.min(), values.max()
+            while self.dtype in _WIDER and not (np.iinfo(self.dtype).min < low
+                                                and high <= np.iinfo(self.dtype).max):
+                self._widened()
         if self._array is None:
             self._array = np.empty(max(need, FIRST_SIZE), self.dtype)
         elif need > len(self._array):
@@ -55,7 +58,7 @@ class GrowingColumn:
         return max(need, grown)
 
     def _widened(self) -> None:
-        self.dtype = np.dtype(np.int64)
+        self.dtype = _WIDER[self.dtype]
         if self._array is not None:
             wide = np.empty(max(len(self._array), FIRST_SIZE), self.dtype)
             wide[:self.size] = self._array[:self.size]

@@ -70,7 +70,7 @@ class KinetoLoad(Load):
             return self.pid_ids[pid]
         return super().counter_pid(pid)
 
-    def launches(self, cpu_rows, gpu_rows, flows):
+    def launches(self, cpu_rows, gpu_rows, flows, start_ns, origin_us):
         """Per GPU row, the CPU row (index into cpu_rows) of the runtime call that launched it."""
         is_runtime = self._runtime_mask(cpu_rows)
         # The last runtime call with a correlation wins, as Kineto writes one per launch.
@@ -80,19 +80,20 @@ class KinetoLoad(Load):
             self._link_by_external_id(launch, cpu_rows, gpu_rows, is_runtime)
         del is_runtime
         if (launch == NO_ID).any() and flows:
-            self._link_by_flows(launch, cpu_rows, gpu_rows, flows)
+            self._link_by_flows(launch, cpu_rows, gpu_rows, flows, start_ns, origin_us)
         unlinked = int((launch == NO_ID).sum())
         if unlinked:
             self.notes.append(f"{unlinked} GPU intervals have no launching event in the file")
         return launch
 
-    def _link_by_flows(self, launch, cpu_rows, gpu_rows, flows):
+    def _link_by_flows(self, launch, cpu_rows, gpu_rows, flows, start_ns, origin_us):
         # For files whose slices lack correlation ids. A flow's s sits at its runtime slice's
         # ts on the same thread, its f at the GPU slice's ts on the same stream: both ends are
-        # matched on (pid, tid, ts) exactly. A flow with one end missing links nothing.
+        # matched on (pid, tid, ts) exactly, the ts as the trace's ns.
+        # A flow with one end missing links nothing.
         s = self.slices
-        every_row = np.arange(len(s.ts))
-        pid, tid, ts = s.pid.values(every_row), s.tid.values(every_row), s.ts.tolist()
+        every_row = np.arange(len(start_ns))
+        pid, tid, ts = s.pid.values(every_row), s.tid.values(every_row), start_ns.tolist()
         # Keyed by where a flow's f lands; a kernel and an annotation starting together on one
         # stream share a key: the kernel (listed last) wins, as the flow is the kernel's.
         kinds = self.gpu_kinds(gpu_rows).tolist()
@@ -102,7 +103,7 @@ class KinetoLoad(Load):
                            gpu_rows.tolist()))}
         unlinked = {key: index for key, index in landing.items() if launch[index] == NO_ID}
         wanted = {}  # (pid, tid, ts) of a flow's s -> the GPU row its f lands on
-        for start, end in self._flow_pairs(flows):
+        for start, end in self._flow_pairs(flows, origin_us):
             gpu_row = unlinked.get(end)
             if gpu_row is not None:
                 wanted[start] = gpu_row
@@ -113,13 +114,13 @@ class KinetoLoad(Load):
             if gpu_row is not None and launch[gpu_row] == NO_ID:
                 launch[gpu_row] = index
 
-    def _flow_pairs(self, flows) -> list:
+    def _flow_pairs(self, flows, origin_us) -> list:
         """The (pid, tid, ts) of each ac2g flow's s and f, paired by id *and* time: a file may
         reuse an id, so each f takes the earliest s of its id still open before it (kernels
         run in launch order). An f with several s open is counted as ambiguous in a note."""
         by_id = defaultdict(list)
         unusable = flows.unusable
-        for flow_id, is_end, where in flows.ends():
+        for flow_id, is_end, where in flows.ends(origin_us):
             # f after s on ties: a flow's ends can share a ts
             by_id[flow_id].append((where[2], is_end, where))
         pairs, ambiguous = [], 0

@@ -138,55 +138,61 @@ class Load:
         """Categories that come first in the table, in this order."""
         return []
 
-    def launches(self, cpu_rows, gpu_rows, flows) -> np.ndarray:
+    def launches(self, cpu_rows, gpu_rows, flows, start_ns, origin_us) -> np.ndarray:
         """Per GPU row (in ``gpu_rows``' order), the launching event's index into ``cpu_rows``
-        (the sorted CPU rows: the event ids), or NO_ID."""
+        (the sorted CPU rows: the event ids), or NO_ID. ``start_ns``: each slice's start, ns
+        from ``origin_us``."""
         raise NotImplementedError
 
     def meta(self, base_ns: int) -> dict:
         raise NotImplementedError
 
     # -- the shared part --------------------------------------------------------------------
-    def trace(self, flows: list, skipped: int, instants=None, counters=None) -> Trace:
-        """The Trace of the file's X slices (and B/E pairs); ``flows`` are its s/f events,
-        ``instants`` and ``counters`` its "i" and "C" events as phases read them, ``skipped``
-        how many other events it has."""
+    def trace(self, found) -> Trace:
+        """The Trace of the file's X slices (and B/E pairs), from what gather.Gatherer
+        ``found`` (its flows, instants, counters, skipped events), whose flows it frees once
+        they have linked what they can."""
         s = self.slices
+        instants, counters, skipped = found.instants, found.counters, found.skipped
         is_gpu = self.gpu_rows_mask()
         origin_us = self.origin_us()
-        # In place where it can be: at millions of slices each temporary column is tens of MB.
-        relative_us = np.subtract(s.ts, origin_us)
-        if len(s.ts) and not (relative_us.min() >= -MAX_TIME_US
-                              and (relative_us + s.dur).max() <= MAX_TIME_US):
+        last_end = max((float((s.ts[first:first + _BLOCK_ROWS] + s.dur[first:first + _BLOCK_ROWS]
+                               ).max()) for first in range(0, len(s.ts), _BLOCK_ROWS)),
+                       default=origin_us)
+        if len(s.ts) and not ((s.ts.min() - origin_us) >= -MAX_TIME_US
+                              and last_end - origin_us <= MAX_TIME_US):
             raise TraceFormatError(f"{self.path}: its slices span more than {MAX_TIME_US:.3g} µs "
                                    f"(146 years), more than a trace's ns times hold; some ts "
                                    f"are wrong: fix or remove those events")
-        relative_us *= 1000.0
-        start_ns = np.rint(relative_us, out=relative_us).astype(np.int64)
-        del relative_us
-        end_ns = np.multiply(s.dur, 1000.0, out=s.dur)  # the file's dur is not needed again
-        end_ns = np.rint(end_ns, out=end_ns).astype(np.int64)
-        s.dur = None
+        # The ns columns take the file's columns' place: at millions of slices each is tens of
+        # MB, and a copy of either would be the peak of a big load.
+        start_ns = ns_in_place(s.ts, origin_us)
+        end_ns = ns_in_place(s.dur, 0.0)
+        s.ts = s.dur = None
         end_ns += start_ns
         # Rows in the order a Trace keeps: CPU by start, the enclosing one first on ties (as
         # Trace.build sorts); GPU by start then end. Sorting here, before any per-row dict is
         # made, spares remapping those dicts afterwards.
-        cpu_rows = time_ordered(np.flatnonzero(~is_gpu), start_ns,
+        index = np.int32 if len(start_ns) < 1 << 31 else np.int64
+        cpu_rows = time_ordered(np.flatnonzero(~is_gpu).astype(index), start_ns,
                                 lambda rows: start_ns[rows] - end_ns[rows])
-        gpu_rows = time_ordered(np.flatnonzero(is_gpu), start_ns, lambda rows: end_ns[rows])
+        gpu_rows = time_ordered(np.flatnonzero(is_gpu).astype(index), start_ns,
+                                lambda rows: end_ns[rows])
 
-        launch = self.launches(cpu_rows, gpu_rows, flows)
+        launch = self.launches(cpu_rows, gpu_rows, found.flows, start_ns, origin_us)
         # Each of the file's columns is freed once read for the last time: at millions of
         # slices each is tens of MB, and what is left of them is the peak of a big load.
-        s.ts = None
+        found.flows = None
         gpu = dict(gpu_start_ns=start_ns[gpu_rows], gpu_end_ns=end_ns[gpu_rows],
                    gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows),
                    gpu_stream=self.streams(gpu_rows), gpu_launch=launch,
                    gpu_kind=self.gpu_kinds(gpu_rows),
                    gpu_args=LazyArgs.of(s.args, gpu_rows, "all"))
         s.args.drop_ids()
-        cpu_start, cpu_end = start_ns[cpu_rows], end_ns[cpu_rows]
-        del start_ns, end_ns
+        cpu_start = start_ns[cpu_rows]
+        del start_ns
+        cpu_end = end_ns[cpu_rows]
+        del end_ns
         tid_codes, tid_table = first_seen_order(s.tid.codes[cpu_rows], s.tid.table)
         s.tid.codes = None
         distinct, pair = distinct_pairs(s.pid.codes[cpu_rows], s.pid.table, tid_codes, tid_table)
@@ -337,7 +343,7 @@ class NbprofLoad(Load):
     def categories(self):
         return list(self.block.get("categories", []))
 
-    def launches(self, cpu_rows, gpu_rows, flows):
+    def launches(self, cpu_rows, gpu_rows, flows, start_ns, origin_us):
         # The block's ids are positions in the file's order (CPU slices, GPU slices); the rows
         # were sorted since: an export is already in order, but a file need not be.
         launch = self.block.get("gpu_launch")
@@ -359,6 +365,18 @@ class NbprofLoad(Load):
         if self.notes:
             meta["notes"] = [*meta.get("notes", []), *self.notes]
         return meta
+
+
+def ns_in_place(us: np.ndarray, origin_us: float) -> np.ndarray:
+    """float64 µs -> int64 ns from ``origin_us``, rounded, in ``us``'s own memory (which it
+    overwrites): a block at a time, so that numpy's copy of what overlaps stays small."""
+    ns = us.view(np.int64)
+    for first in range(0, len(us), _BLOCK_ROWS):
+        block = us[first:first + _BLOCK_ROWS]
+        np.subtract(block, origin_us, out=block)
+        np.multiply(block, 1000.0, out=block)
+        ns[first:first + _BLOCK_ROWS] = np.rint(block, out=block)
+    return ns
 
 
 def first_seen_order(codes: np.ndarray, table: list) -> tuple[np.ndarray, list]:
