@@ -111,11 +111,19 @@ class IdColumn:
         self._rows.extend(rows)
         self._values.extend(ints)
 
-    def finish(self) -> None:
+    def finish(self, count: int) -> None:
+        """``count``: how many rows there are (with an id or not)."""
         # int32 where every value fits (ids and rows usually do): a third of a big load's
         # memory is these columns (GrowingColumn widens to int64 where one does not)
         self.rows, self.values = self._rows.finish(), self._values.finish()
         del self._rows, self._values  # rows come in order: already sorted
+        size = self.values.dtype.itemsize
+        if len(self.rows) * (self.rows.dtype.itemsize + size) > count * size:
+            # Most rows have one (Kineto's External id: all but a few): a value per row, the
+            # type's lowest value where none (GrowingColumn never holds it), costs less
+            dense = np.full(count, np.iinfo(self.values.dtype).min, self.values.dtype)
+            dense[self.rows] = self.values
+            self.rows, self.values = None, dense
 
     def ints(self, rows: np.ndarray) -> np.ndarray:
         """The int value at each of ``rows`` (X slice indices); MISSING where none."""
@@ -128,6 +136,11 @@ class IdColumn:
         return out
 
     def _ints(self, rows: np.ndarray) -> np.ndarray:
+        if self.rows is None:
+            inside = (rows >= 0) & (rows < len(self.values))
+            values = self.values[np.where(inside, rows, 0)]
+            inside &= values != np.iinfo(values.dtype).min
+            return np.where(inside, values.astype(np.int64), MISSING)
         at = np.searchsorted(self.rows, rows)
         at_clipped = np.minimum(at, max(len(self.rows) - 1, 0))
         found = (at < len(self.rows)) & (self.rows[at_clipped] == rows) if len(self.rows) else \
@@ -143,13 +156,16 @@ class IdColumn:
 
 
 class ArgsStore:
-    """The args of every X slice, in file order (slice i's text: ``offsets[i]:offsets[i+1]``
-    of the uncompressed concatenation of the blocks)."""
+    """The args of every X slice, in file order, a compressed block per chunk: slice i's text
+    ends at ``ends[i]`` in its block and starts where slice i - 1's ends (at 0 for a block's
+    first slice). An int32 per slice: offsets into the whole text would need int64, built from
+    the lengths at the end (both at once: ~50 MB at a 1 GB file's peak)."""
 
     def __init__(self):
         self._compress, self._decompress = _codec()
-        self.blocks, self.block_starts, self.block_sizes = [], [0], []
-        self._lengths = GrowingColumn(np.int32)
+        self.blocks, self.block_sizes, self._first_slots = [], [], []
+        self._ends = GrowingColumn(np.int32, widen=True)
+        self._end = 0  # the last block's size: where slices without args after it "end"
         self.ids = {key: IdColumn() for key in ID_KEYS}
         self._shapes, self._stacks, self._only_split = (GrowingColumn(np.int64) for _ in range(3))
         self.count = 0
@@ -167,7 +183,7 @@ class ArgsStore:
         texts = pick(raws, present)
         self.count += len(raws)
         if not texts:
-            self._lengths.extend(lengths)
+            self._ends.extend(np.full(len(raws), self._end, np.int64))
             return
         blob = b"".join(texts)
         # A backslash is rare in args: one memchr for it spares two searches for "\\ud"
@@ -175,10 +191,11 @@ class ArgsStore:
             texts = list(map(self._repaired, texts))
             lengths[present] = list(map(len, texts))
             blob = b"".join(texts)
-        self._lengths.extend(lengths)
+        self._ends.extend(np.cumsum(lengths, dtype=np.int64))
+        self._first_slots.append(base)
+        self._end = len(blob)
         self.blocks.append(self._compress(blob))
         self.block_sizes.append(len(blob))
-        self.block_starts.append(self.block_starts[-1] + len(blob))
         listed = b"[" + b",".join(texts) + b"]"
         rows = present + base
         objects, has_id = self._int_ids(listed, rows)
@@ -245,24 +262,32 @@ class ArgsStore:
         return text
 
     def finish(self) -> None:
-        lengths = self._lengths.finish()
-        self.offsets = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=self.offsets[1:])
-        self.present = lengths > 0
-        del lengths
-        self.block_starts = np.array(self.block_starts, np.int64)
+        self.ends = self._ends.finish()
+        self.first_slots = np.array(self._first_slots, np.int64)
         for column in self.ids.values():
-            column.finish()
+            column.finish(self.count)
         self.shape_rows, self.stack_rows = self._shapes.finish(), self._stacks.finish()
         self.only_split_rows = self._only_split.finish()
-        del self._lengths, self._shapes, self._stacks, self._only_split
+        del self._ends, self._first_slots, self._shapes, self._stacks, self._only_split
 
     def drop_ids(self) -> None:
         """The loader has read what it needs from the args' ids: free them."""
         self.ids = None
 
     def has_args(self, slots: np.ndarray) -> np.ndarray:
-        return self.present[slots]
+        present = np.empty(len(slots), bool)
+        for first in range(0, len(slots), _BLOCK_ROWS):  # temporaries of a few MB
+            block = slots[first:first + _BLOCK_ROWS]
+            present[first:first + len(block)] = self.ends[block] > self._starts(block)
+        return present
+
+    def _starts(self, slots: np.ndarray) -> np.ndarray:
+        """Where each slot's text starts in its block."""
+        if not len(self.first_slots):
+            return np.zeros(len(slots), np.int64)
+        block = np.searchsorted(self.first_slots, slots, side="right") - 1
+        after_first = (block >= 0) & (self.first_slots[np.maximum(block, 0)] < slots)
+        return np.where(after_first, self.ends[np.maximum(slots - 1, 0)], 0)
 
     def flagged(self, rows: np.ndarray) -> np.ndarray:
         """Which slices are among ``rows``, one bool per slice (a mask to index, where
@@ -272,14 +297,14 @@ class ArgsStore:
         return mask
 
     def value(self, slot: int):
-        start, end = int(self.offsets[slot]), int(self.offsets[slot + 1])
-        block = int(np.searchsorted(self.block_starts, start, side="right")) - 1
+        block = int(np.searchsorted(self.first_slots, slot, side="right")) - 1
+        start = 0 if slot == self.first_slots[block] else int(self.ends[slot - 1])
+        end = int(self.ends[slot])
         cached_block, text = self._cache
         if cached_block != block:
             text = self._decompress(self.blocks[block], self.block_sizes[block])
             self._cache = (block, text)
-        first = int(self.block_starts[block])
-        return decode_value(text[start - first:end - first])
+        return decode_value(text[start:end])
 
 
 def decode_value(text):

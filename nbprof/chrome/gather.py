@@ -84,7 +84,7 @@ class FlowEnds:
         self.count += len(keep)
 
     def finish(self) -> None:
-        self.ids.finish()
+        self.ids.finish(self.count)
         self.place, self.ts = self._place.finish(), self._ts.finish()
         self.is_end = self._is_end.finish()
         del self._place, self._ts, self._is_end
