@@ -33,6 +33,7 @@ import numpy as np
 
 from .args import MISSING, LazyArgs
 from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
+from .growing import give_back_freed_memory
 from .read import MAX_TIME_US, Column, TraceFormatError, hashable, pick
 from ..events import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
 from ..nesting import nest, time_ordered
@@ -179,6 +180,7 @@ class Load:
         gpu_rows = time_ordered(np.flatnonzero(is_gpu).astype(index), start_ns,
                                 lambda rows: end_ns[rows])
 
+        give_back_freed_memory()
         launch = self.launches(cpu_rows, gpu_rows, found.flows, start_ns, origin_us)
         # Each of the file's columns is freed once read for the last time: at millions of
         # slices each is tens of MB, and what is left of them is the peak of a big load.
@@ -211,6 +213,7 @@ class Load:
         if skipped:
             self.notes.append(f"{skipped} events of phases nbprof does not read (async, object, "
                               f"sample, ...) were skipped")
+        give_back_freed_memory()
         depth, parent, self_ns = nest(cpu_start, cpu_end, thread)
         trace = Trace(
             start_ns=cpu_start, end_ns=cpu_end, thread=thread, name_id=name_id,
@@ -220,6 +223,7 @@ class Load:
             counters=self._counters(counters, origin_us) if counters else (),
             event_args=cpu_extras["args"], shapes=cpu_extras["shapes"],
             stacks=cpu_extras["stacks"], meta=self.meta(round(origin_us * 1000)))
+        give_back_freed_memory()
         return self.finish(trace)
 
     def _in_range_ns(self, ts_us: np.ndarray, origin_us: float, what: str):
