@@ -87,7 +87,7 @@ def test_nesting_finds_parents_near_and_far(size):
     _same_nesting(start, np.maximum(mixed, start), rng.integers(0, 3, size))
 
 
-@pytest.mark.parametrize("span", [3, 1000, 10 ** 12])
+@pytest.mark.parametrize("span", [3, 1000, 10 ** 12, 10 ** 18])  # the last: argsort, not packed keys
 def test_time_ordered_is_lexsorts_order(span):
     # Few distinct starts (many ties, sorted by the second key in groups), and nearly none
     rng = np.random.default_rng(span)
