@@ -93,7 +93,8 @@ def _last_open(last: np.ndarray, size: int):
     left over a tree of maxima of ``last``: up while no node left of the walk's path under the
     same parent reaches i, then down to the rightmost position that does. The row just
     before is the answer for about half the rows: it is tried first."""
-    tree = [_padded(last)]
+    last = _padded(last)
+    tree = [last]
     while len(tree[-1]) > _FANOUT:
         tree.append(_padded(tree[-1].reshape(-1, _FANOUT).max(axis=1)))
     # per node above the positions, the maximum of it and the nodes left of it under the same

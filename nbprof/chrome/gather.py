@@ -100,8 +100,8 @@ class FlowEnds:
                     for (pid, tid), code in self.places.items()}
         ids = self.ids.lookup_values(np.arange(self.count, dtype=np.int64))
         relative = self.ts - origin_us
-        ns = np.rint(relative * 1000.0)
         fits = np.abs(relative) <= MAX_TIME_US
+        ns = np.rint(np.where(fits, relative, 0.0) * 1000.0)
         for flow_id, place, ts, is_end, usable in zip(
                 ids, self.place.tolist(), ns.astype(np.int64).tolist(), self.is_end.tolist(),
                 fits.tolist()):

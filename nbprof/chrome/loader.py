@@ -180,6 +180,8 @@ class Load:
         gpu_rows = time_ordered(np.flatnonzero(is_gpu).astype(index), start_ns,
                                 lambda rows: end_ns[rows])
 
+        # glibc keeps what the step before freed (up to 64 MB of heap top) resident: handed
+        # back before each step, or it counts on top of that step's own peak
         give_back_freed_memory()
         launch = self.launches(cpu_rows, gpu_rows, found.flows, start_ns, origin_us)
         # Each of the file's columns is freed once read for the last time: at millions of
