@@ -406,16 +406,30 @@ class LazyArgs(Mapping):
         return self._position(row) >= 0
 
     def values(self):
-        """Every value, in row order; decoded in the file's order, so that each compressed
-        block is decompressed once (rows sorted by time visit the blocks back and forth)."""
+        """Every value, in row order."""
         out = [None] * len(self._rows)
+        for positions, values in self._in_file_order(lambda value: value):
+            for position, value in zip(positions.tolist(), values):
+                out[position] = value
+        return out
+
+    def encoded_blocks(self, encode, rows_per_block: int = 1 << 16):
+        """(rows, [encode(value) of each]) a block of rows at a time: what a writer takes to
+        write every value without holding them all decoded (columnar.to_arrow)."""
+        for positions, encoded in self._in_file_order(encode, rows_per_block):
+            yield self._rows[positions], encoded
+
+    def _in_file_order(self, encode, rows_per_block: int = 1 << 16):
+        # The file's order, so that each compressed block is decompressed once (rows sorted by
+        # time visit the blocks back and forth)
         view = VIEWS[self._view]
         store_of = np.zeros(len(self._rows), np.int32) if self._store_of is None \
             else self._store_of
-        for order in np.lexsort((self._slots, store_of)).tolist():
-            store = self._stores[int(store_of[order])]
-            out[order] = view(store.value(int(self._slots[order])))
-        return out
+        order = np.lexsort((self._slots, store_of))
+        for first in range(0, len(order), rows_per_block):
+            positions = order[first:first + rows_per_block]
+            yield positions, [encode(view(self._stores[store].value(slot))) for store, slot in
+                              zip(store_of[positions].tolist(), self._slots[positions].tolist())]
 
     def items(self):
         return list(zip(self, self.values()))

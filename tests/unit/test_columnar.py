@@ -49,6 +49,23 @@ def test_parquet_round_trip_is_exact(step_trace, tmp_path):
         step_trace.gpu_args[kernel]["grid"]
 
 
+def test_a_loaded_traces_args_are_written_a_block_at_a_time_in_row_order(shared_traces,
+                                                                          tmp_path, monkeypatch):
+    # A loaded trace keeps its args compressed in the file's order; they are written in blocks
+    # of that order and put back in row order. Small blocks: many of them, each out of order.
+    from nbprof.chrome.args import LazyArgs
+
+    blocks = LazyArgs.encoded_blocks
+    monkeypatch.setattr(LazyArgs, "encoded_blocks",
+                        lambda self, encode: blocks(self, encode, rows_per_block=97))
+    trace = nbprof.load(shared_traces / "gpu_sampled_rank0.json.gz")  # shapes on most ops
+    assert len(trace.event_args) > 10 * 97 and len(trace.shapes) > 10 * 97
+    again = nbprof.load(trace.to_parquet(tmp_path / "rank0.parquet"))
+    assert dict(again.event_args) == dict(trace.event_args)
+    assert dict(again.gpu_args) == dict(trace.gpu_args)
+    assert dict(again.shapes) == dict(trace.shapes)
+
+
 def test_round_trip_keeps_shapes_stacks_tuples_and_int_keys(tmp_path):
     trace = Trace.build(
         start_ns=[0, 10, 20], end_ns=[100, 15, 30], thread=[0, 0, 1], name_id=[0, 1, 2],
