@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -183,7 +184,14 @@ def _args_text(args) -> bytes:
     # them in C, ten times faster than the tagged walk shapes and meta get. Copied to their
     # size: each bytes orjson returns keeps a 4 KB allocation (orjson 3.13), so a million rows'
     # args held 4 GB.
-    return bytes(memoryview(orjson.dumps(args, option=orjson.OPT_SERIALIZE_NUMPY)))
+    try:
+        return bytes(memoryview(orjson.dumps(args, option=orjson.OPT_SERIALIZE_NUMPY)))
+    except TypeError:  # an int past 64 bits (JSON allows it, a file may hold it): msgspec's
+        return msgspec.json.encode(args, enc_hook=_plain)  # encoder writes it exactly
+
+
+def _plain(value):
+    return value.tolist() if hasattr(value, "tolist") else str(value)
 
 
 def to_arrow(trace: Trace):
@@ -295,8 +303,9 @@ def read_parquet(path) -> Trace:
         gpu_name_id=_numpy(col("name_id"), n, n + k, np.int32), **gpu,
         names=header["names"], threads=[Thread(*thread) for thread in header["threads"]],
         categories=header["categories"], meta=meta,
-        event_args=_sparse(col("args"), 0, n, orjson.loads),
-        gpu_args=_sparse(col("args"), n, n + k, orjson.loads),
+        # msgspec, not orjson: orjson reads an int past 64 bits as a float
+        event_args=_sparse(col("args"), 0, n, msgspec.json.decode),
+        gpu_args=_sparse(col("args"), n, n + k, msgspec.json.decode),
         shapes=_sparse(col("shapes"), 0, n, loads),
         stacks=_sparse(col("stack"), 0, n, tuple),
         instants=_instants(header.get("instants")),

@@ -66,6 +66,16 @@ def test_a_loaded_traces_args_are_written_a_block_at_a_time_in_row_order(shared_
     assert dict(again.shapes) == dict(trace.shapes)
 
 
+def test_args_with_an_int_past_64_bits_round_trip_exactly(tmp_path):
+    # JSON allows any int; a file may hold one (orjson writes none and reads it as a float)
+    path = tmp_path / "big.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 1.0, '
+                    '"dur": 2.0, "args": {"x": 1180591620717411303424, "y": [1.5, null]}}]}')
+    trace = nbprof.load(path)
+    again = nbprof.load(trace.to_parquet(tmp_path / "big.parquet"))
+    assert again.event_args[0] == {"x": 2 ** 70, "y": [1.5, None]} == trace.event_args[0]
+
+
 def test_round_trip_keeps_shapes_stacks_tuples_and_int_keys(tmp_path):
     trace = Trace.build(
         start_ns=[0, 10, 20], end_ns=[100, 15, 30], thread=[0, 0, 1], name_id=[0, 1, 2],
