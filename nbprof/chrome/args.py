@@ -3,9 +3,9 @@
 A Kineto file's args are a quarter of its text, and a dict per slice costs ~250 bytes: kept as
 Python dicts they were most of a big load's memory. Here each chunk's args texts are joined
 and compressed (LZ4, ~5x on Kineto's args, ~1 GB/s; zlib where the lz4 package is missing),
-with one offset per slice. What the loader itself needs from the args (correlation,
+with each slice's end in its block. What the loader itself needs from the args (correlation,
 External id, device, stream, and whether shapes or a stack are there) is read per chunk into
-sparse int columns. ``trace.event_args``, ``gpu_args``, ``shapes`` and ``stacks`` are then
+int columns (sparse, or dense where most slices have the id). ``trace.event_args``, ``gpu_args``, ``shapes`` and ``stacks`` are then
 :class:`LazyArgs` mappings over that text: row -> value, decoded on access (a block at a time,
 the last one cached), so a load keeps no Python object per event.
 """
