@@ -8,7 +8,7 @@ import time
 
 import pytest
 from jupyter_lab import (CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook, run_all_cells,
-                         start_kernel_session)
+                         start_kernel_session, wait_until_all_cells_ran)
 
 import nbprof
 from nbprof.chrome.check import check_chrome_trace
@@ -34,6 +34,8 @@ def page(lab, artifacts):
         open_notebook(page, url, NOTEBOOK)
         try:
             run_all_cells(page)
+            # Under load Lab may run the first cells and drop the rest: they are run again
+            wait_until_all_cells_ran(page)
             page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
             page.wait_for_function(READY_JS, timeout=60_000)
         except Exception:

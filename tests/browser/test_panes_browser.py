@@ -8,7 +8,7 @@ import pathlib
 import nbformat
 import pytest
 from jupyter_lab import (CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook, run_all_cells,
-                         start_kernel_session)
+                         start_kernel_session, wait_until_all_cells_ran)
 
 pytestmark = pytest.mark.browser
 
@@ -48,6 +48,7 @@ def page(lab, artifacts):
         open_notebook(page, url, NOTEBOOK)
         try:
             run_all_cells(page)
+            wait_until_all_cells_ran(page)  # Lab may drop cells under load
             page.wait_for_function(f"() => document.querySelectorAll('{PANEL} .nbprof-widget')"
                                    ".length === 2", timeout=120_000)
             page.wait_for_function(READY_JS, timeout=60_000)

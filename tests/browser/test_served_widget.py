@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 from jupyter_lab import (CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook, run_all_cells,
-                         start_kernel_session)
+                         start_kernel_session, wait_until_all_cells_ran)
 from served_trace import hand_built_trace
 
 from nbprof.timeline.lanes import build_lanes
@@ -57,6 +57,7 @@ def test_the_kernel_serves_each_view_the_widget_settles_on(lab, artifacts):
         try:
             open_notebook(page, url, NOTEBOOK)
             run_all_cells(page)
+            wait_until_all_cells_ran(page)  # Lab may drop cells under load
             page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
             page.wait_for_function(READY_JS, timeout=60_000)
             # the first view: the kernel's answer replaces the coarse level

@@ -680,7 +680,8 @@ true;
 def test_in_jupyterlab_wheel_scrolls_the_notebook_ctrl_zooms_keys_and_names(browser, lab, shared_traces,
                                                                             artifacts):
     import nbformat
-    from jupyter_lab import PANEL, READY_JS, open_notebook, run_all_cells, start_kernel_session
+    from jupyter_lab import (PANEL, READY_JS, open_notebook, run_all_cells, start_kernel_session,
+                             wait_until_all_cells_ran)
 
     url, root = lab
     filler = "\n\n".join(f"Paragraph {i}: the notebook goes on around the timeline." for i in range(14))
@@ -697,6 +698,7 @@ def test_in_jupyterlab_wheel_scrolls_the_notebook_ctrl_zooms_keys_and_names(brow
     try:
         open_notebook(page, url, LAB_NOTEBOOK)
         run_all_cells(page)
+        wait_until_all_cells_ran(page)  # Lab may drop cells under load
         page.wait_for_selector(f"{PANEL} .nbprof-widget", timeout=120_000)
         page.wait_for_function(READY_JS, timeout=60_000)
         page.evaluate(LAB_HELPERS)
