@@ -37,7 +37,7 @@ class GrowingColumn:
     def extend(self, values) -> None:
         values = np.asarray(values)
         need = self.size + len(values)
-        if self.widen and len(values):
+        if self.widen and self.dtype in _WIDER and len(values):  # int64: nothing to check
             low, high = values.min(), values.max()
             while self.dtype in _WIDER and not (np.iinfo(self.dtype).min < low
                                                 and high <= np.iinfo(self.dtype).max):
