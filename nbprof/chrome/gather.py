@@ -20,7 +20,7 @@ from .args import ArgsStore, IdColumn, decode_value
 from .growing import GrowingColumn
 from .phases import (INSTANT_PHASES, RawCounters, RawInstants, counter_events, instant_events,
                      paired_begin_ends)
-from .read import (MAX_TIME_US, Column, Slices, floats, canonical_id, hashable, phase_rows,
+from .read import (Column, Slices, floats, canonical_id, hashable, ns_from_us, phase_rows,
                    pick, x_slices)
 
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
@@ -99,12 +99,9 @@ class FlowEnds:
         place_of = {code: (canonical_id(pid), canonical_id(tid))
                     for (pid, tid), code in self.places.items()}
         ids = self.ids.lookup_values(np.arange(self.count, dtype=np.int64))
-        relative = self.ts - origin_us
-        fits = np.abs(relative) <= MAX_TIME_US
-        ns = np.rint(np.where(fits, relative, 0.0) * 1000.0)
+        ns, fits = ns_from_us(self.ts, origin_us)
         for flow_id, place, ts, is_end, usable in zip(
-                ids, self.place.tolist(), ns.astype(np.int64).tolist(), self.is_end.tolist(),
-                fits.tolist()):
+                ids, self.place.tolist(), ns.tolist(), self.is_end.tolist(), fits.tolist()):
             if flow_id is not None and usable:
                 yield flow_id, is_end, (*place_of[place], ts)
 

@@ -34,7 +34,8 @@ import numpy as np
 from .args import MISSING, LazyArgs
 from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
 from .growing import give_back_freed_memory
-from .read import MAX_TIME_US, Column, TraceFormatError, hashable, pick
+from .read import (MAX_TIME_US, Column, TraceFormatError, hashable, ns_from_us,
+                   ns_in_place, pick)
 from ..events import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
 from ..nesting import nest, time_ordered
 
@@ -230,12 +231,11 @@ class Load:
 
     def _in_range_ns(self, ts_us: np.ndarray, origin_us: float, what: str):
         """ns from the origin, and which of ``ts_us`` fit (the rest are noted and dropped)."""
-        relative = ts_us - origin_us
-        fits = np.abs(relative) <= MAX_TIME_US
+        time_ns, fits = ns_from_us(ts_us, origin_us)
         if not fits.all():
             self.notes.append(f"{int((~fits).sum())} {what} with a ts beyond {MAX_TIME_US:.3g} µs "
                               f"from the trace's start were left out")
-        return np.rint(relative[fits] * 1000.0).astype(np.int64), fits
+        return time_ns[fits], fits
 
     def _instants(self, found, origin_us) -> Instants:
         if found.skipped:
@@ -371,18 +371,6 @@ class NbprofLoad(Load):
         if self.notes:
             meta["notes"] = [*meta.get("notes", []), *self.notes]
         return meta
-
-
-def ns_in_place(us: np.ndarray, origin_us: float) -> np.ndarray:
-    """float64 µs -> int64 ns from ``origin_us``, rounded, in ``us``'s own memory (which it
-    overwrites): a block at a time, so that numpy's copy of what overlaps stays small."""
-    ns = us.view(np.int64)
-    for first in range(0, len(us), _BLOCK_ROWS):
-        block = us[first:first + _BLOCK_ROWS]
-        np.subtract(block, origin_us, out=block)
-        np.multiply(block, 1000.0, out=block)
-        ns[first:first + _BLOCK_ROWS] = np.rint(block, out=block)
-    return ns
 
 
 def first_seen_order(codes: np.ndarray, table: list) -> tuple[np.ndarray, list]:

@@ -180,6 +180,28 @@ _PHASE_CODE = {phase: code for code, phase in enumerate(LOADED_PHASES, start=1)}
 # Largest |ts| and dur (µs) taken: ns from the origin must fit int64 with room for the sums
 # the timeline and the export make (2^62 ns is 146 years; a real trace spans seconds).
 MAX_TIME_US = float(1 << 62) / 1000.0
+_NS_BLOCK = 1 << 20
+
+
+# A file's µs become a trace's ns in one way everywhere (subtract the origin, times 1000,
+# rounded), so that a flow's end and the slice it sits on, equal in the file, stay equal.
+def ns_from_us(us: np.ndarray, origin_us: float) -> tuple[np.ndarray, np.ndarray]:
+    """float64 µs -> int64 ns from ``origin_us``, and which fit a trace's span (0 where not)."""
+    relative = us - origin_us
+    fits = np.abs(relative) <= MAX_TIME_US
+    return np.rint(np.where(fits, relative, 0.0) * 1000.0).astype(np.int64), fits
+
+
+def ns_in_place(us: np.ndarray, origin_us: float) -> np.ndarray:
+    """ns_from_us of values known to fit, in ``us``'s own memory (which it overwrites): a block
+    at a time, so that numpy's copy of what overlaps stays small."""
+    ns = us.view(np.int64)
+    for first in range(0, len(us), _NS_BLOCK):
+        block = us[first:first + _NS_BLOCK]
+        np.subtract(block, origin_us, out=block)
+        np.multiply(block, 1000.0, out=block)
+        ns[first:first + _NS_BLOCK] = np.rint(block, out=block)
+    return ns
 
 
 def phase_rows(events) -> dict[str, np.ndarray]:
