@@ -24,6 +24,7 @@ import numpy as np
 import orjson
 
 from .atomic import write_with
+from .chrome.export import json_default
 from .events import CounterSeries, Instants, Thread, Trace
 
 FORMAT = "nbprof-columnar-1"
@@ -187,11 +188,7 @@ def _args_text(args) -> bytes:
     try:
         return bytes(memoryview(orjson.dumps(args, option=orjson.OPT_SERIALIZE_NUMPY)))
     except TypeError:  # an int past 64 bits (JSON allows it, a file may hold it): msgspec's
-        return msgspec.json.encode(args, enc_hook=_plain)  # encoder writes it exactly
-
-
-def _plain(value):
-    return value.tolist() if hasattr(value, "tolist") else str(value)
+        return msgspec.json.encode(args, enc_hook=json_default)  # encoder writes it exactly
 
 
 def to_arrow(trace: Trace):

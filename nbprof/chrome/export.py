@@ -96,12 +96,12 @@ def _json_pieces(trace: Trace):
 
 def _dumps(value) -> bytes:
     try:
-        return orjson.dumps(value, option=_JSON_OPTIONS, default=_fallback)
+        return orjson.dumps(value, option=_JSON_OPTIONS, default=json_default)
     except TypeError as error:
         if "64-bit" not in str(error):
             raise
         # An int past 64 bits in args a file held (JSON allows it, orjson writes none): as text.
-        return orjson.dumps(_without_big_ints(value), option=_JSON_OPTIONS, default=_fallback)
+        return orjson.dumps(_without_big_ints(value), option=_JSON_OPTIONS, default=json_default)
 
 
 def _without_big_ints(value):
@@ -114,7 +114,7 @@ def _without_big_ints(value):
     return value
 
 
-def _fallback(value):
+def json_default(value):
     # Anything orjson cannot serialise natively (a torch.Size in shapes, a set, ...).
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
