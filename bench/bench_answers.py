@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 
 import nbprof  # noqa: E402
 from bench_timeline import SOURCE, tile  # noqa: E402
-from nbprof.events import Trace  # noqa: E402
+from nbprof.model import Trace  # noqa: E402
 
 RUNS = 5
 

@@ -131,7 +131,7 @@ def pages(small: int, large: int, repeats: int) -> None:
 def synthetic_trace(events: int, seed: int = 0):
     """``events`` events: half CPU ops on 8 threads, half kernels on 8 streams, back to back with
     small gaps; ids in start order (as a loaded trace has them)."""
-    from nbprof.events import Trace
+    from nbprof.model import Trace
 
     rng = np.random.default_rng(seed)
 

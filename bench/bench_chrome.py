@@ -31,8 +31,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import nbprof  # noqa: E402
-from nbprof.chrome import export_chrome_trace  # noqa: E402
-from nbprof.chrome.read import paused_gc, read_trace  # noqa: E402
+from nbprof.formats.chrome import export_chrome_trace  # noqa: E402
+from nbprof.formats.chrome.read import paused_gc, read_trace  # noqa: E402
 
 ADD_OPS = 20_000
 TRACE_68K = ROOT.parent / "shared" / "traces" / "gpu_training_step_68k.json.gz"

@@ -1,4 +1,4 @@
-"""The CUDA-event path's GPU clock (nbprof/gpu_clock.py), side by side with the old placement
+"""The CUDA-event path's GPU clock (nbprof/record/gpu_clock.py), side by side with the old placement
 (each event measured straight from the one start anchor), on fake legacy records that behave like
 torch's (float32 cudaEventElapsedTime: tests/unit/legacy_fakes.py). Arithmetic, no GPU: what it
 shows is the error the clock's method adds; a real GPU adds its own timer's.
@@ -21,10 +21,10 @@ import numpy as np
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]
 
-import nbprof.gpu_clock as gpu_clock  # noqa: E402
+import nbprof.record.gpu_clock as gpu_clock  # noqa: E402
 from legacy_fakes import ANCHOR, EPOCH_NS, Recording  # noqa: E402
-from nbprof.convert import legacy_records_to_trace  # noqa: E402
-from nbprof.events import Thread  # noqa: E402
+from nbprof.record.convert import legacy_records_to_trace  # noqa: E402
+from nbprof.model import Thread  # noqa: E402
 
 SECOND = 1_000_000_000
 CHAINED = gpu_clock._chained_offsets

@@ -106,7 +106,7 @@ def settled(path: pathlib.Path) -> None:
 def profiled(path: pathlib.Path) -> None:
     """nbprof.load under cProfile in a fresh Python: the top functions by own time, and the
     share of the whole load that the args' shapes path (ArgsStore's keys-only check) took."""
-    code = (f"import cProfile, pstats, io, json, nbprof, nbprof.chrome\n"
+    code = (f"import cProfile, pstats, io, json, nbprof, nbprof.formats.chrome\n"
             f"profile = cProfile.Profile()\nprofile.enable()\n"
             f"nbprof.load({str(path)!r})\nprofile.disable()\n"
             f"stats = pstats.Stats(profile, stream=io.StringIO())\n"
@@ -131,11 +131,11 @@ def measure(path: pathlib.Path) -> None:
                  f"with open({str(path)!r}) as f: data = json.load(f)\n"
                  f"print(json.dumps({{'s': time.perf_counter() - t0, "
                  f"'events': len(data['traceEvents'])}}))")
-    nbprof_code = (f"import nbprof, nbprof.chrome, time, json\nt0 = time.perf_counter()\n"
+    nbprof_code = (f"import nbprof, nbprof.formats.chrome, time, json\nt0 = time.perf_counter()\n"
                    f"trace = nbprof.load({str(path)!r})\n"
                    f"print(json.dumps({{'s': time.perf_counter() - t0, "
                    f"'events': len(trace) + len(trace.gpu_start_ns)}}))")
-    base_code = "import nbprof, nbprof.chrome, json\nprint(json.dumps({}))"
+    base_code = "import nbprof, nbprof.formats.chrome, json\nprint(json.dumps({}))"
     base, base_rss = child(base_code)
     loaded, nbprof_rss = child(nbprof_code)
     parsed, json_rss = child(json_code)

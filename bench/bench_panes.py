@@ -1,5 +1,5 @@
 """The widget's panes at scale, side by side with trace.key_averages() on the same trace: an area
-selection's summary (nbprof/range_summary.py) over a tenth of the trace and over all of it, and
+selection's summary (nbprof/analysis/range_summary.py) over a tenth of the trace and over all of it, and
 the details pane showing one event with its links (a click's whole cost in the kernel). The trace:
 ../shared/traces/gpu_training_step_68k.json.gz tiled (bench_timeline.tile) to ~1M CPU events.
 Each figure is the median of 5 runs after a warm-up. No target: what a click or a drag costs.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(HERE))
 
 import nbprof  # noqa: E402
 from bench_timeline import SOURCE, tile  # noqa: E402
-from nbprof.range_summary import range_summary  # noqa: E402
+from nbprof.analysis.range_summary import range_summary  # noqa: E402
 
 RUNS = 5
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import nbprof  # noqa: E402
 from bench_timeline import SOURCE, tile  # noqa: E402
 
-PRELOAD = "import nbprof, nbprof.chrome, nbprof.columnar, nbprof.ranks, pyarrow.parquet"
+PRELOAD = "import nbprof, nbprof.formats.chrome, nbprof.formats.parquet, nbprof.ranks, pyarrow.parquet"
 
 
 def tiled(events: int):
@@ -111,7 +111,7 @@ def rank_files(count: int, events: int, folder: pathlib.Path) -> list[pathlib.Pa
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from nbprof.columnar import METADATA_KEY, ROW_GROUP, dumps, loads
+    from nbprof.formats.parquet import METADATA_KEY, ROW_GROUP, dumps, loads
 
     folder.mkdir(parents=True, exist_ok=True)
     first = folder / "step.rank0.parquet"

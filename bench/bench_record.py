@@ -143,8 +143,8 @@ def legacy_conversion() -> float:
     from torch.autograd import ProfilerConfig, ProfilerState
     from torch.autograd.profiler_legacy import _parse_legacy_records
 
-    from nbprof.convert import legacy_records_to_trace
-    from nbprof.events import Thread
+    from nbprof.record.convert import legacy_records_to_trace
+    from nbprof.model import Thread
 
     config = ProfilerConfig(ProfilerState.CPU, False, False, False, False, False,
                             _ExperimentalConfig())
@@ -342,8 +342,8 @@ def gpu_figures(rounds: int) -> None:
     if not trace.meta.get("kernels"):
         print("event vs CUPTI: no kernels recorded here:", " ".join(trace.meta["notes"]))
         return
-    from nbprof.gpu_agreement import gpu_agreement
-    from nbprof.tables import records
+    from nbprof.analysis.gpu_agreement import gpu_agreement
+    from nbprof.analysis.tables import records
 
     rows = [row for row in records(gpu_agreement(trace, plain=True).ops)
             if row["kernels_us"] >= 50]

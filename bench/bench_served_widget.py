@@ -206,7 +206,7 @@ def kernel_memory(events: int) -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
     import nbprof
     from bench_bigview import synthetic_trace
-    from nbprof.steps import breakdown
+    from nbprof.analysis.steps import breakdown
     from nbprof.timeline import Timeline
 
     trace = synthetic_trace(events)

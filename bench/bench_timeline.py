@@ -28,7 +28,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import nbprof  # noqa: E402
-from nbprof.events import Trace  # noqa: E402
+from nbprof.model import Trace  # noqa: E402
 from nbprof.timeline import Timeline, save_html  # noqa: E402
 from nbprof.timeline.lanes import build_lanes  # noqa: E402
 from nbprof.timeline.view import PALETTES  # noqa: E402

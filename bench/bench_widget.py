@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import torch  # noqa: E402
 
 import nbprof  # noqa: E402
-from nbprof.chrome import load  # noqa: E402
+from nbprof.formats.chrome import load  # noqa: E402
 from nbprof.notebook.search import find_events  # noqa: E402
 
 SOURCE = ROOT.parent / "shared" / "traces" / "gpu_training_step_68k.json.gz"

@@ -120,7 +120,7 @@ timeout "${DEMO_TIMEOUT:-45}" "$PY" -m nbprof.cli run -o "$LOGS/demo.html" \
     --trace /tmp/nbprof-demo.json.gz --table kernels/train_mlp.py 2>&1 | grep -v '^USDT:' \
     | tail -n 30 > "$LOGS/demo.txt"
 demo_rc=${PIPESTATUS[0]}
-"$PY" -c 'import nbprof, sys; from nbprof.chrome.check import check_chrome_trace as check
+"$PY" -c 'import nbprof, sys; from nbprof.formats.chrome.check import check_chrome_trace as check
 path = "/tmp/nbprof-demo.json.gz"; problems = check(path); trace = nbprof.load(path)
 print("export:", problems or "valid", "| loaded back:", trace, len(trace.kernels), "GPU intervals")
 sys.exit(1 if problems or not len(trace.kernels) else 0)' >> "$LOGS/demo.txt" 2>&1 || demo_rc=1

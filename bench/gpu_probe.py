@@ -22,7 +22,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from kernels.train_mlp import train  # noqa: E402
-from nbprof.match_events import is_runtime_call  # noqa: E402
+from nbprof.record.match_events import is_runtime_call  # noqa: E402
 from nbprof.record.cuda_events import CudaRecorder  # noqa: E402
 
 

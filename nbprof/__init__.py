@@ -10,7 +10,7 @@
 Importing nbprof is cheap: torch, numba, bokeh and ipywidgets load when first used.
 """
 
-from .events import FunctionEvent, Interval, Kernel, Thread, Trace
+from .model import FunctionEvent, Interval, Kernel, Thread, Trace
 
 __version__ = "0.1.0"
 
@@ -22,10 +22,10 @@ __all__ = [
 
 # name -> module that defines it; imported on first use (torch and bokeh take seconds to import).
 _LAZY = {
-    "diff": "trace_diff",  # not "diff": a submodule nbprof.diff would shadow the function
-    "profile": "profiler",
-    "load": "chrome",
-    "TraceFormatError": "chrome",
+    "diff": "analysis.diff",
+    "profile": "record.profiler",
+    "load": "formats.chrome",
+    "TraceFormatError": "formats.chrome",
     "timeline": "timeline",
     "save_html": "timeline",
     "widget": "notebook.widget",

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from nbprof.events import KIND_MEMCPY, Trace
+from nbprof.model import KIND_MEMCPY, Trace
 
 
 def hand_built_trace():

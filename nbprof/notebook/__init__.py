@@ -3,4 +3,7 @@
 ipywidgets; the panes' contents come from pure functions over a Trace.
 
 Nothing is imported here: ``nbprof.widget`` (the function) is looked up lazily by nbprof/__init__.
+
+Sits at the top with the CLI: it may import every other package (timeline, analysis, formats, ranks,
+record, model).
 """

@@ -10,7 +10,7 @@ import io
 import keyword
 import shlex
 
-from ..analysis import SORT_KEYS
+from ..analysis.averages import SORT_KEYS
 
 PROG = "%%cudaprof"
 

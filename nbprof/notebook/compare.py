@@ -1,15 +1,14 @@
 """The widget's Compare tab: this run against an earlier one (re-running ``%%cudaprof -o t`` or
-``--compare VAR``): the diff table (trace_diff.py) and the two runs' timelines one above the other,
+``--compare VAR``): the diff table (analysis/diff.py) and the two runs' timelines one above the other,
 steps aligned at their starts, ops coloured by change (timeline/compare.py)."""
 
 from __future__ import annotations
 
-from ..html_text import html_text
+from ..timeline.html_text import PRE_STYLE, html_text
 
 import ipywidgets
 
-from ..trace_diff import compare
-from .overview import PRE_STYLE
+from ..analysis.diff import compare
 
 
 class ComparePane(ipywidgets.VBox):

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..analysis import has_events_and_kernels, printable
-from ..events import Trace
-from ..gpu_agreement import op_agreement
-from ..html_text import html_text
+from ..analysis.averages import has_events_and_kernels, printable
+from ..model import Trace
+from ..analysis.gpu_agreement import op_agreement
+from ..timeline.html_text import html_text
 from .frames import folded_stack
 
 PYTHON = "python_function"  # the category of with_stack's Python-frame events (convert.py)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ipywidgets
 
-from ..analysis import printable
-from ..events import Trace
-from ..range_summary import range_summary
+from ..analysis.averages import printable
+from ..model import Trace
+from ..analysis.range_summary import range_summary
 from .details import (HINT, LinkRow, details_html, event_links, gpu_details_html, gpu_links,
                       range_summary_html)
 

@@ -11,8 +11,8 @@ import anywidget
 import ipywidgets
 import traitlets
 
-from ..atomic import write_file
-from ..html_text import html_text
+from ..formats.atomic import write_file
+from ..timeline.html_text import html_text
 from ..timeline.jsfiles import js_path
 
 PERFETTO_URL = "https://ui.perfetto.dev"
@@ -78,7 +78,7 @@ class ExportPanel(ipywidgets.VBox):
 
     def export(self) -> pathlib.Path | None:
         """Write the file and start the browser download; problems show in the panel, never raise."""
-        from ..chrome import chrome_trace_bytes
+        from ..formats.chrome import chrome_trace_bytes
 
         try:
             data = chrome_trace_bytes(self._trace, gzip=True)

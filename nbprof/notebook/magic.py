@@ -90,7 +90,7 @@ def _prepare(shell, line: str, cell: str):
     if runner.is_empty:
         print("%%cudaprof: nothing to profile: the cell has no code.")
         return None
-    from .. import profiler
+    from ..record import profiler
 
     if profiler.is_active():
         raise UsageError("%%cudaprof can't nest: a profile is already active in this kernel "
@@ -166,7 +166,7 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
     """Warm up, profile ``options.repeat`` runs, then hand out the trace as the options ask; an
     exception or Ctrl-C in the cell still shows what was recorded, then propagates unchanged."""
     __tracebackhide__ = True
-    from ..profiler import profile
+    from ..record.profiler import profile
     from ..record.interrupts import CtrlCInCellOnly
 
     for index in range(options.warmup):
@@ -215,7 +215,7 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
 
 def _start(session) -> None:
     """Start the profile; what keeps it from starting is a UsageError (the cell has not run)."""
-    from ..profiler import NestedProfileError
+    from ..record.profiler import NestedProfileError
 
     # Only starting and stopping are quieted: the cell's own warnings (and any warning filters it
     # sets) must behave as without the magic.
@@ -278,7 +278,7 @@ def _failure_note(failure: BaseException | None, runs: _Runs) -> str | None:
 
 
 def _trace_to_compare(shell, variable: str):
-    from ..events import Trace
+    from ..model import Trace
 
     if variable not in shell.user_ns:
         raise UsageError(f"--compare {variable}: there is no variable {variable!r}; profile the "
@@ -294,7 +294,7 @@ def _check_export(path: str) -> None:
     """--export's path, before the cell runs: its folder exists and takes files."""
     import pathlib
 
-    from ..atomic import check_writable
+    from ..formats.atomic import check_writable
 
     folder = pathlib.Path(path).parent
     try:
@@ -308,7 +308,7 @@ def _check_export(path: str) -> None:
 
 def _before(shell, options):
     """What the Compare tab compares with: --compare VAR, else the Trace that -o VAR held."""
-    from ..events import Trace
+    from ..model import Trace
 
     if options.compare:
         return _trace_to_compare(shell, options.compare), options.compare
@@ -343,7 +343,7 @@ def publish(shell, trace, options, note: str | None = None) -> None:
         else:  # under the cell's traceback, which IPython prints after the cell's outputs
             _after_traceback(shell, lambda: _show_widget(trace, options, note, **compare))
     if options.export:  # last: a bad path must not cost the user the widget or the variable
-        from ..chrome import export_chrome_trace
+        from ..formats.chrome import export_chrome_trace
 
         try:
             print(f"Chrome trace written to {export_chrome_trace(trace, options.export)}")

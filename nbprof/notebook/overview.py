@@ -8,19 +8,16 @@ that step. The contents come from the pure modules (steps, kernel_summary, findi
 
 from __future__ import annotations
 
-from ..html_text import html_text
+from ..timeline.html_text import PRE_STYLE, html_text
 
 import ipywidgets
 
-from ..analysis import format_us
-from ..callpaths import CallPaths
-from ..findings import findings
-from ..kernel_summary import kernel_summary
-from ..steps import breakdown, step_table
-from ..tables import records
-
-# Text tables must not wrap: a wrapped row reads as two
-PRE_STYLE = "margin:0; white-space:pre; overflow-x:auto"
+from ..analysis.averages import format_us
+from ..analysis.callpaths import CallPaths
+from ..analysis.findings import findings
+from ..analysis.kernel_summary import kernel_summary
+from ..analysis.steps import breakdown, step_table
+from ..analysis.tables import records
 
 
 class OverviewPane(ipywidgets.VBox):

@@ -3,11 +3,11 @@ shows only that rank's lanes (through the widget's lane filter), and "All ranks"
 
 from __future__ import annotations
 
-from ..html_text import html_text
+from ..timeline.html_text import html_text
 
 import ipywidgets
 
-from ..analysis import format_us
+from ..analysis.averages import format_us
 from ..ranks import rank_summary
 
 

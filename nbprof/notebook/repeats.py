@@ -2,7 +2,7 @@
 
 The magic profiles the N runs in one session, each wrapped in a marker op named ``run_marker(i, N)``;
 events are assigned to the run whose marker window holds their start (runs are sequential, so this also
-covers autograd's backward threads). numpy only, like analysis.py.
+covers autograd's backward threads). numpy only, like the analysis package.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import format_us, limit_rows, text_table
-from ..events import Trace
+from ..analysis.averages import format_us, limit_rows, text_table
+from ..model import Trace
 # The markers are read by the step finder too, so they live with it (pure, outside notebook/).
-from ..steps import MARKER_PREFIX, run_marker, run_windows  # noqa: F401  (the magic imports them here)
+from ..analysis.steps import MARKER_PREFIX, run_marker, run_windows  # noqa: F401  (the magic imports them here)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..events import Trace
+from ..model import Trace
 
 
 class SearchResult(NamedTuple):

@@ -8,8 +8,8 @@ from __future__ import annotations
 import ipywidgets
 import numpy as np
 
-from ..analysis import printable
-from ..html_text import html_text
+from ..analysis.averages import printable
+from ..timeline.html_text import html_text
 from .search import events_named, find_events, gpu_launched_by
 from .view_range import count_in_view, event_interval
 

@@ -14,11 +14,11 @@ for it in the page.
 from __future__ import annotations
 
 import uuid
-from ..html_text import html_text
+from ..timeline.html_text import html_text
 
 import orjson
 
-from ..events import Trace
+from ..model import Trace
 from .bokeh_host import bokehjs_source
 from .summary import summary_html
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..html_text import html_text
+from ..timeline.html_text import html_text
 
-from ..analysis import (SORT_KEYS, format_us, has_events_and_kernels, key_averages, printable,
+from ..analysis.averages import (SORT_KEYS, format_us, has_events_and_kernels, key_averages, printable,
                         sort_rows)
-from ..events import Trace
-from ..gpu_agreement import ratio_cell
+from ..model import Trace
+from ..analysis.gpu_agreement import ratio_cell
 
 # (key, header, what the header's tooltip says); CUDA columns only for traces with GPU work.
 _COLUMNS = (

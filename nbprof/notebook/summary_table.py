@@ -6,8 +6,8 @@ from __future__ import annotations
 import anywidget
 import traitlets
 
-from ..analysis import SORT_KEYS
-from ..events import Trace
+from ..analysis.averages import SORT_KEYS
+from ..model import Trace
 from ..timeline.jsfiles import js_path
 from .summary import summary_columns, summary_rows
 

@@ -1,7 +1,7 @@
 """``nbprof.widget(trace)``: the timeline in an ipywidgets box with search, filters, details, the
 summary table and an Export button. What ``%%cudaprof`` displays under a cell.
 
-The panes' contents come from pure modules (search.py, details.py, analysis.py); this module only
+The panes' contents come from pure modules (search.py, details.py, the analysis package); this module only
 wires widgets to them and to the Timeline (timeline/, the only place that builds Bokeh models).
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ipywidgets
 
-from ..events import Trace
-from ..html_text import html_text
-from ..overhead import describe_overhead
+from ..model import Trace
+from ..timeline.html_text import html_text
+from ..record.overhead import describe_overhead
 from .details import timeline_origin_ns
 from .details_pane import STYLE as DETAILS_STYLE, DetailsPane
 from .lane_filter import LaneFilter

@@ -19,6 +19,9 @@ The parts, each usable alone:
 - :mod:`.summary`: per-rank figures and the straggler;
 - :mod:`.op_names`: the collective and step name patterns (shared with the DuckDB summary).
 This package re-exports their public names, so ``nbprof.ranks.merge`` and the like are the API.
+
+Imports the model, the formats (reading the files) and the analysis (call paths); never torch, bokeh
+or IPython.
 """
 
 from .clocks import ALIGN_WINDOW_NS, clock_shifts, collective_ends, collective_offset

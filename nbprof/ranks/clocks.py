@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..events import Trace
+from ..model import Trace
 from .op_names import COLLECTIVE
 
 # How closely the ends of one collective agree across ranks once aligned: the width of the band

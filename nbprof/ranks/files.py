@@ -12,7 +12,7 @@ import pathlib
 import re
 import socket
 
-from ..events import Trace
+from ..model import Trace
 from .owners import meta_rank
 
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..events import NO_ID, Trace
+from ..model import NO_ID, Trace
 from .clocks import clock_shifts
 from .files import rank_of, trace_paths
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..events import Trace
+from ..model import Trace
 
 
 def meta_rank(trace: Trace) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pathlib
 
-from ..analysis import KERNEL_WORK
+from ..analysis.averages import KERNEL_WORK
 from . import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler, rank_of,
                trace_paths)
 
@@ -81,7 +81,7 @@ WHERE NOT gpu AND regexp_matches(name, $step) GROUP BY rank
 
 
 def _connect(memory_limit: str, threads: int | None):
-    from ..columnar import require
+    from ..formats.parquet import require
 
     duckdb = require("duckdb")
 
@@ -122,7 +122,7 @@ def rank_summary(sources, *, memory_limit: str = "1GB", threads: int | None = No
     try:
         for index, path in enumerate(paths):
             if pathlib.Path(path).name.endswith(".parquet"):
-                from ..columnar import read_header
+                from ..formats.parquet import read_header
 
                 read_header(path)  # a clear error for a Parquet file nbprof did not write
                 rows += file_rows(connection, path)

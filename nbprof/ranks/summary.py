@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis import KERNEL_WORK
-from ..events import Trace
+from ..analysis.averages import KERNEL_WORK
+from ..model import Trace
 from .op_names import COLLECTIVE, STEP
 from .owners import event_ranks, gpu_ranks
 
@@ -60,7 +60,7 @@ class RankSummary:
         return [{**row.__dict__, "steps": list(row.steps)} for row in self.rows]
 
     def __str__(self) -> str:
-        from ..analysis import format_us, text_table
+        from ..analysis.averages import format_us, text_table
 
         headers = ["Rank", "Wall", "CPU busy", "GPU busy", "In collectives", "Steps", "Step mean",
                    "Step max"]

@@ -1,7 +1,10 @@
-"""Recording backends: the only modules that import torch or numba.cuda.
+"""Recording: nbprof.profile and its backends, the only modules that import torch or numba.cuda.
 
-Each backend turns torch on and off and hands back raw records (plain columns or torch's own record
-objects); :mod:`nbprof.convert` turns those into a :class:`nbprof.Trace`.
+:mod:`.profiler` is ``nbprof.profile``. Each backend turns torch on and off and hands back raw records
+(plain columns or torch's own record objects); :mod:`.convert` turns those into a :class:`nbprof.Trace`,
+with :mod:`.match_events` (legacy ops to Kineto's), :mod:`.own_cuda_calls` (the profiler's own CUDA
+calls, left out of the view), :mod:`.gpu_clock` (anchors and drift) and :mod:`.overhead` (what
+profiling cost). Imports the model (and :mod:`nbprof.ranks` for a rank's identity under torchrun).
 
 - :mod:`.kineto_cpu`: Kineto with every thread recorded (and CUPTI's kernels where asked).
 - :mod:`.cuda_events`: on a GPU, Kineto first and then the seed's mechanism, a CUDA event pair per

@@ -12,7 +12,7 @@ Anchors: right after enabling, on each device in use (never another: a CUDA cont
 ~0.5 GB), a few warm-up ranges, a synchronize, then one empty ``record_function`` whose push is
 the device's anchor; again at stop after the final synchronize (gpu_clock.py fits the drift
 between the two). Ranges nbprof opens carry the ``nbprof::`` prefix, which the converter drops.
-This module only switches profilers and places anchors; the arithmetic is in nbprof.convert.
+This module only switches profilers and places anchors; the arithmetic is in nbprof.record.convert.
 """
 
 from __future__ import annotations

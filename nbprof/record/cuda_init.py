@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..event_types import CUDA_INIT_NAME
+from ..model.event_types import CUDA_INIT_NAME
 CATEGORY = "cuda_runtime"  # drawn as the CUDA runtime calls are
 INIT_ARGS = {"what": "torch creates the CUDA context and loads its libraries on first use; "
                      "no op of torch's runs meanwhile"}

@@ -28,7 +28,7 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 
-from ..convert import keep_rows, sparse_rows
+from .convert import keep_rows, sparse_rows
 from .quiet import quiet_usdt
 
 _KinetoEvent = torch._C._autograd._KinetoEvent

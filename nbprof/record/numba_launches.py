@@ -28,7 +28,7 @@ import threading
 from time import time_ns
 
 
-from ..events import Trace
+from ..model import Trace
 from .numba_gpu import NumbaEventClock, TorchLaunchTiming, record_function_ops
 from .numba_rows import (NewRows, argument_signature, dim3, entry_names, event_intervals_of,
                          line_of, link_cupti_kernels, raw_argument, source_location)

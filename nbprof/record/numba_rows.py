@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from ..events import KIND_KERNEL, KIND_OP, Thread, Trace
+from ..model import KIND_KERNEL, KIND_OP, Thread, Trace
 from .numba_names import known_numba_launches, pair_kernels_with_launches
 
 CATEGORY = "numba"

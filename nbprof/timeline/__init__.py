@@ -44,6 +44,8 @@ How it stays fluid at a million events: every event is packed into one compact h
 columns, zlib, base64; see packing.py); on each x-range change the browser sweeps only the rows in
 view and fills a small source with real events (at least 3 px wide) and per-row busy blocks of
 narrower ones; the rest never becomes a glyph.
+
+Imports the analysis, ranks, formats and model packages; never the notebook, the CLI or IPython.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Compare tab's figure: two runs one above the other on one time axis, each step aligned at
 its start (step k of both runs begins at the same x), ops and GPU work coloured by how their
-op changed (trace_diff.compare): slower, faster, added (after) / removed (before), same.
+op changed (analysis/diff.py compare): slower, faster, added (after) / removed (before), same.
 
 A plain Bokeh figure, not the Timeline: to compare shapes it draws the outer levels only (CPU ops
 at depth < ``depth`` on each thread, one GPU row per run) and at most ``max_bars`` bars per run,
@@ -12,9 +12,9 @@ import numpy as np
 from bokeh.models import ColumnDataSource, HoverTool, Legend, LegendItem, Range1d
 from bokeh.plotting import figure
 
-from ..steps import find_steps
-from ..trace_diff import STATUSES
-from ..html_text import html_text
+from ..analysis.steps import find_steps
+from ..analysis.diff import STATUSES
+from .html_text import html_text
 
 STATUS_COLORS = {"slower": "#d62728", "faster": "#2ca02c", "added": "#ff7f0e",
                  "removed": "#9467bd", "same": "#c7c7c7"}
@@ -34,7 +34,7 @@ def aligned_offsets(before, after) -> tuple[list, list, np.ndarray]:
 
 
 def _whole(trace):
-    from ..steps import StepWindows
+    from ..analysis.steps import StepWindows
 
     starts = [a.min() for a in (trace.start_ns, trace.gpu_start_ns) if len(a)] or [0]
     ends = [a.max() for a in (trace.end_ns, trace.gpu_end_ns) if len(a)] or [0]
@@ -121,8 +121,8 @@ def save_compare_html(before, after, path, *, title: str | None = None, row_limi
     from bokeh.models import Div
     from bokeh.resources import INLINE
 
-    from ..atomic import make_folders, write_file
-    from ..trace_diff import compare
+    from ..formats.atomic import make_folders, write_file
+    from ..analysis.diff import compare
 
     comparison = compare(before, after)
     plot, _ = comparison_figure(before, after, comparison)

@@ -14,7 +14,7 @@ import numpy as np
 from bokeh.models import (ColumnDataSource, FixedTicker, HoverTool, Paragraph, Range1d)
 from bokeh.plotting import figure
 
-from ..events import NO_ID, Trace
+from ..model import NO_ID, Trace
 
 ROW_PX = 28
 COUNTER_COLOR = "#e15759"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..events import Trace
+from ..model import Trace
 from .lanes import FAMILY_RUNTIME, Lanes, cpu_families, gpu_families, name_hashes
 from .packing import pack_columns
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import ranks
-from ..events import (GPU_KINDS, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER, Trace,
+from ..model import (GPU_KINDS, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER, Trace,
                       split_stream_key)
 
 # Colour families: what the legend lists and js/timeline.js colours by.

@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 from bokeh.models import ColumnDataSource
 
-from ..events import Trace
+from ..model import Trace
 from .data import _deltas_within_rows, _detail_texts, _gaps_within_rows, lane_info, runtime_calls
 from .lanes import Lanes, cpu_families, gpu_families
 from .packing import pack_columns

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from ..events import Trace
+from ..model import Trace
 from .lanes import Lanes
 
 # js/timeline.js's constants: the same rule on both sides.

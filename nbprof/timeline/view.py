@@ -10,9 +10,9 @@ from bokeh.document import Document
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
 
-from ..atomic import make_folders, write_file
-from ..html_text import html_text
-from ..events import Trace
+from ..formats.atomic import make_folders, write_file
+from .html_text import html_text
+from ..model import Trace
 from .counters import extra_rows
 from .data import encode_events
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, KERNEL_ROW_UNITS, LABEL_FONT, LINK_COLOR,

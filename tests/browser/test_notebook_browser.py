@@ -11,7 +11,7 @@ from jupyter_lab import (CHROMIUM, CHROMIUM_ARGS, PANEL, READY_JS, open_notebook
                          start_kernel_session, wait_until_all_cells_ran)
 
 import nbprof
-from nbprof.chrome.check import check_chrome_trace
+from nbprof.formats.chrome.check import check_chrome_trace
 
 pytestmark = pytest.mark.browser
 

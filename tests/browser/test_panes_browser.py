@@ -222,7 +222,7 @@ def test_stepping_to_a_hidden_match_zooms_onto_it(page, artifacts):
 
 def test_an_area_selection_lists_what_ran_in_it(page, artifacts):
     import nbprof
-    from nbprof.range_summary import range_summary
+    from nbprof.analysis.range_summary import range_summary
 
     page, _ = page
     widget = _widget(page, GPU)

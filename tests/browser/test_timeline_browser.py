@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 import nbprof
-from nbprof.events import Trace
+from nbprof.model import Trace
 from nbprof.timeline import Timeline, save_html
 from nbprof.timeline.data import runtime_calls
 

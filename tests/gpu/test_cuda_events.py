@@ -17,9 +17,9 @@ import torch
 
 import nbprof
 from kernels.train_mlp import train
-from nbprof.events import GPU_KINDS
+from nbprof.model import GPU_KINDS
 from nbprof.record.cuda_graphs import REPLAY_NAME
-from nbprof.tables import records
+from nbprof.analysis.tables import records
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.gpu
@@ -272,7 +272,7 @@ def test_fork_dataloader_workers_print_nothing():
 
 FIRST_CUDA_USE = textwrap.dedent("""
     import time, torch, nbprof
-    from nbprof.events import CUDA_INIT_NAME
+    from nbprof.model import CUDA_INIT_NAME
     with nbprof.profile() as prof:
         a = torch.randn(64, 64)
         b = a.to("cuda") @ a.to("cuda")  # CUDA's context is created here, inside the block

@@ -1,4 +1,4 @@
-"""The CUDA-event path's GPU clock on a real GPU (nbprof/gpu_clock.py): the measured anchor error,
+"""The CUDA-event path's GPU clock on a real GPU (nbprof/record/gpu_clock.py): the measured anchor error,
 the drift fit between the start and stop anchors, and ops on an idle GPU placed just after their
 CPU start even at the end of a long profile. Skipped without CUDA."""
 

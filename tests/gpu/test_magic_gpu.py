@@ -5,7 +5,7 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from nbprof.events import GPU_KINDS
+from nbprof.model import GPU_KINDS
 
 pytestmark = pytest.mark.gpu
 

@@ -7,7 +7,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 from test_magic_shell import shell  # noqa: F401  (the IPython shell with nbprof loaded: a fixture)
 
-from nbprof import profiler
+from nbprof.record import profiler
 
 # Widget.widgets is the registry the displayed view points into (deprecated, still the way there)
 pytestmark = pytest.mark.filterwarnings("ignore:Widget.widgets is deprecated")

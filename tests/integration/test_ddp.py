@@ -10,7 +10,7 @@ import pytest
 
 import nbprof
 from nbprof import ranks
-from nbprof.cli import main
+from nbprof.cli.main import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TORCHRUN = pathlib.Path(sys.executable).with_name("torchrun")

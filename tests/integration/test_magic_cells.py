@@ -6,7 +6,7 @@ import re
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from nbprof import profiler
+from nbprof.record import profiler
 from test_magic_shell import names, shell  # noqa: F401  (the IPython shell with nbprof loaded: a fixture)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -17,7 +17,7 @@ import pytest
 import torch
 from IPython.utils.capture import capture_output
 
-from nbprof import profiler
+from nbprof.record import profiler
 from test_magic_shell import names, shell  # noqa: F401  (the IPython shell with nbprof loaded: a fixture)
 
 CELL = "%%cudaprof --no-display -o window\nwindow_ran = torch.ones(4) + 1"

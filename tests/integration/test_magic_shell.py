@@ -8,7 +8,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 import nbprof
-from nbprof import profiler
+from nbprof.record import profiler
 
 WORK = "import torch\nx = torch.ones(16)\nfor _ in range(20):\n    x = x + 1\n"
 
@@ -128,7 +128,7 @@ def test_ctrl_c_stops_the_cell_keeps_what_was_recorded_and_leaves_the_profiler_o
 def test_ctrl_c_while_the_profiler_stops_still_shows_the_trace_and_leaves_it_off(shell):
     # The cell ends, then a real SIGINT arrives just as nbprof turns torch's profiler off.
     cell = ("%%cudaprof -o stopped_by_ctrl_c --no-display\nimport os, signal, torch\n"
-            "from nbprof import profiler as p\nrecorder = p._active_profile._recorder\n"
+            "from nbprof.record import profiler as p\nrecorder = p._active_profile._recorder\n"
             "real_stop = recorder.stop\n"
             "recorder.stop = lambda: (os.kill(os.getpid(), signal.SIGINT), real_stop())[1]\n"
             "x = torch.ones(8) + 1")
@@ -223,7 +223,7 @@ def test_question_mark_help_lists_the_options(shell):
 
 @pytest.mark.parametrize("filename", ["cell.json", "cell.json.gz"])
 def test_export_writes_a_chrome_trace_that_loads_back(shell, tmp_path, filename):
-    from nbprof.chrome.check import check_chrome_trace
+    from nbprof.formats.chrome.check import check_chrome_trace
 
     path = tmp_path / filename
     result, out = run(shell, f"%%cudaprof --no-display -o exported --export '{path}'\n" + WORK)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import nbprof
-from nbprof.chrome.check import check_chrome_trace
+from nbprof.formats.chrome.check import check_chrome_trace
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +166,9 @@ def test_details_links_select_and_bring_into_view_parent_children_and_launched_k
 
 
 def test_an_area_selection_summarises_its_range_in_the_details(alexnet):
-    from nbprof.html_text import html_text
+    from nbprof.timeline.html_text import html_text
     from nbprof.notebook.details import NUMBER
-    from nbprof.range_summary import range_summary
+    from nbprof.analysis.range_summary import range_summary
 
     widget = nbprof.widget(alexnet)
     widget.timeline.select(5)
@@ -323,7 +323,7 @@ def test_nbprof_widget_stays_the_function_after_the_magic_imported_its_module():
 
 
 def test_an_empty_trace_still_makes_a_widget():
-    from nbprof.events import Trace
+    from nbprof.model import Trace
 
     widget = nbprof.widget(Trace.empty())
     assert "0 events" in widget._text_summary()

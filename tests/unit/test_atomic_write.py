@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import nbprof
-from nbprof.atomic import check_writable, write_file
+from nbprof.formats.atomic import check_writable, write_file
 
 # The child writes a big trace under a 64 KiB file size limit: SIGXFSZ ignored, so write() fails
 # with EFBIG as it does on a full disk.
@@ -17,7 +17,7 @@ FULL_DISK = """
 import resource, signal, sys
 import numpy as np
 import nbprof
-from nbprof.events import Trace
+from nbprof.model import Trace
 n = 200_000
 trace = Trace.build(start_ns=np.arange(n) * 10, end_ns=np.arange(n) * 10 + 5,
                     thread=np.zeros(n, np.int32), name_id=np.arange(n) % 7,

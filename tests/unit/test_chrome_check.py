@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from nbprof.chrome.check import check_chrome_trace
+from nbprof.formats.chrome.check import check_chrome_trace
 
 
 def valid():

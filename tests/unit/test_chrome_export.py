@@ -9,9 +9,9 @@ import pytest
 
 import nbprof
 from nbprof import Trace
-from nbprof.chrome import chrome_trace_bytes, export_chrome_trace
-from nbprof.chrome.check import check_chrome_trace
-from nbprof.events import GPU_KINDS
+from nbprof.formats.chrome import chrome_trace_bytes, export_chrome_trace
+from nbprof.formats.chrome.check import check_chrome_trace
+from nbprof.model import GPU_KINDS
 
 AWKWARD = ['quote " and \\ backslash', "new\nline\ttab", "ctl \x00\x01\x1f\x7f", "ünïcødé 名前 🚀",
            "</script><b>"]
@@ -207,7 +207,7 @@ def test_an_nbprof_file_out_of_order_loads_with_the_right_launches(tmp_path):
 
 
 def test_serialising_in_chunks_gives_the_same_json(monkeypatch):
-    import nbprof.chrome.export as chrome_export
+    import nbprof.formats.chrome.export as chrome_export
 
     trace = sample_trace()
     whole = chrome_export.chrome_trace_dict(trace)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import nbprof
-from nbprof.chrome import chrome_trace_bytes, export_chrome_trace
-from nbprof.chrome.check import check_chrome_trace
+from nbprof.formats.chrome import chrome_trace_bytes, export_chrome_trace
+from nbprof.formats.chrome.check import check_chrome_trace
 
 REAL_TRACES = ["cpu_only_rank34.json.gz", "gpu_alexnet_kineto.json.gz",
                "gpu_sampled_rank0.json.gz", "gpu_sampled_rank1.json.gz",

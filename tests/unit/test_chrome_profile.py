@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import nbprof
-from nbprof.chrome import export_chrome_trace
-from nbprof.chrome.check import check_chrome_trace
+from nbprof.formats.chrome import export_chrome_trace
+from nbprof.formats.chrome.check import check_chrome_trace
 
 torch = pytest.importorskip("torch")
 

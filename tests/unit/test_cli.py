@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from nbprof.cli import main
+from nbprof.cli.main import main
 
 SCRIPT = """
 import sys

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from nbprof.cli import main
+from nbprof.cli.main import main
 
 
 def test_diff_writes_a_page_and_prints_the_table(shared_traces, tmp_path, capsys):

@@ -172,8 +172,8 @@ def test_a_trace_that_fails_after_the_run_still_leaves_the_page(tmp_path):
 
 
 def test_a_write_error_names_the_path_and_what_to_do(tmp_path, trace_file):
-    from nbprof.atomic import write_file
-    from nbprof.cli_paths import describe
+    from nbprof.formats.atomic import write_file
+    from nbprof.cli.paths import describe
 
     with pytest.raises(OSError) as full:  # a real ENOSPC from the kernel
         write_file("/dev/full", b"x" * 100, "the timeline page")

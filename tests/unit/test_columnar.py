@@ -6,9 +6,9 @@ import pytest
 
 import nbprof
 from nbprof import ranks
-from nbprof.cli import main
-from nbprof.columnar import ColumnarFormatError
-from nbprof.events import Trace
+from nbprof.cli.main import main
+from nbprof.formats.parquet import ColumnarFormatError
+from nbprof.model import Trace
 
 RANK_FILES = ("gpu_sampled_rank0.json.gz", "gpu_sampled_rank1.json.gz", "cpu_only_rank34.json.gz")
 
@@ -53,7 +53,7 @@ def test_a_loaded_traces_args_are_written_a_block_at_a_time_in_row_order(shared_
                                                                           tmp_path, monkeypatch):
     # A loaded trace keeps its args compressed in the file's order; they are written in blocks
     # of that order and put back in row order. Small blocks: many of them, each out of order.
-    from nbprof.chrome.args import LazyArgs
+    from nbprof.formats.chrome.args import LazyArgs
 
     blocks = LazyArgs.encoded_blocks
     monkeypatch.setattr(LazyArgs, "encoded_blocks",
@@ -192,7 +192,7 @@ def test_merging_parquet_ranks_keeps_their_args_exact(parquet_job, shared_traces
 def test_gpu_busy_comes_from_kernels_beside_op_events_in_memory_and_in_duckdb(tmp_path):
     # nbprof's own GPU traces hold both: an op's CUDA-event interval (0..100 on the events' lane)
     # and its kernel (10..30 on stream 7); busy is the kernel's 20 ns, not 100 + 20
-    from nbprof.events import GPU_KINDS
+    from nbprof.model import GPU_KINDS
 
     op, kernel = GPU_KINDS.index("op"), GPU_KINDS.index("kernel")
     trace = Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=["aten::mm", "gemm"],

@@ -8,9 +8,9 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd import ProfilerConfig, ProfilerState
 
-from nbprof.convert import (cpu_records_to_trace, drop_profiler_frames, intern_names,
+from nbprof.record.convert import (cpu_records_to_trace, drop_profiler_frames, intern_names,
                             legacy_records_to_trace)
-from nbprof.events import Thread
+from nbprof.model import Thread
 from nbprof.record.kineto_cpu import (UNDECODABLE_NAME, CpuRecords, read_records,
                                       thread_ids_by_small_id)
 
@@ -57,7 +57,7 @@ def test_gpu_fallback_durations_become_intervals_at_the_cpu_start():
 
 def test_nbprofs_own_python_frames_and_what_they_hold_are_dropped():
     raw = CpuRecords(
-        names=["cell.py(1): <module>", "nbprof/profiler.py(90): __enter__",
+        names=["cell.py(1): <module>", "nbprof/record/profiler.py(90): __enter__",
                "<built-in function dup2>", "aten::mm", "/x/nbprof/record/quiet.py(30): quiet"],
         start_ns=np.array([0, 1, 2, 10, 20]), end_ns=np.array([30, 5, 3, 15, 25]),
         tid=np.array([1, 1, 1, 1, 1]), is_annotation=np.zeros(5, bool),

@@ -4,8 +4,8 @@
 import pytest
 from legacy_fakes import ANCHOR, ANCHOR_LATENCY_NS, EPOCH_NS, Recording
 
-from nbprof.convert import legacy_records_to_trace
-from nbprof.events import Thread
+from nbprof.record.convert import legacy_records_to_trace
+from nbprof.model import Thread
 
 STARTING = Thread(pid=4242, tid=4242, name="MainThread")
 

@@ -9,7 +9,7 @@ import types
 import torch
 
 import nbprof
-from nbprof.events import CUDA_INIT_NAME
+from nbprof.model import CUDA_INIT_NAME
 from nbprof.record.cuda_init import CATEGORY, CudaInitTiming
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import nbprof
-from nbprof.events import Trace
-from nbprof.tables import records
+from nbprof.model import Trace
+from nbprof.analysis.tables import records
 
 
 def _record(size: int, add_sigmoid: bool):

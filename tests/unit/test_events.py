@@ -83,8 +83,8 @@ def test_key_averages_and_table():
 
 def test_model_imports_no_torch_bokeh_or_ipython():
     code = (
-        "import nbprof, nbprof.events, nbprof.analysis\n"
-        "import nbprof.steps, nbprof.kernel_summary, nbprof.findings, nbprof.trace_diff\n"
+        "import nbprof, nbprof.model, nbprof.analysis\n"
+        "import nbprof.analysis.steps, nbprof.analysis.kernel_summary, nbprof.analysis.findings, nbprof.analysis.diff\n"
         "t = nbprof.Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['x'],"
         " threads=[(1, 1, 'main')])\n"
         "print(t.table())\n"
@@ -96,7 +96,7 @@ def test_model_imports_no_torch_bokeh_or_ipython():
 
 
 def test_gpu_busy_time_counts_nested_and_overlapping_intervals_once():
-    from nbprof.analysis import gpu_busy_ns
+    from nbprof.analysis.averages import gpu_busy_ns
 
     # stream 7: [0,100) holds [10,20); [150,160) apart; stream 8: [0,50) counts on its own
     trace = Trace.build(
@@ -125,7 +125,7 @@ def test_table_columns_stay_straight_with_wide_characters_in_names():
     # CJK characters take two terminal columns and combining accents none: the numbers after a
     # name like 行列積 must start in the same column as every other row's, and a long wide name is
     # cut to the column's width, not to its character count
-    from nbprof.analysis import display_width, table
+    from nbprof.analysis.averages import display_width, table
 
     names = ["行列積", "e\u0301tape", "plain", "長" * 40]
     trace = Trace.build(start_ns=[0, 10, 20, 30], end_ns=[5, 12, 25, 38], thread=[0] * 4,
@@ -159,7 +159,7 @@ def test_summary_numbers_are_plain_python_floats():
 
 
 def test_stream_keys_group_streams_and_split_back_negative_ones_too():
-    from nbprof.events import split_stream_key
+    from nbprof.model import split_stream_key
 
     trace = Trace.build(
         start_ns=[0], end_ns=[1], thread=[0], name_id=[0], names=["op"], threads=[(1, 1, "t")],

@@ -5,8 +5,8 @@ has both kinds of GPU interval: per-op CUDA-event intervals (kind "op") and the 
 
 import pytest
 
-from nbprof.events import GPU_KINDS, Trace
-from nbprof.tables import records
+from nbprof.model import GPU_KINDS, Trace
+from nbprof.analysis.tables import records
 from blocked_imports import run_without
 
 OP, KERNEL, MEMCPY = (GPU_KINDS.index(kind) for kind in ("op", "kernel", "memcpy"))
@@ -98,7 +98,7 @@ def test_a_trace_with_one_kind_keeps_the_cuda_columns():
 
 def test_the_clock_and_agreement_modules_import_no_torch_bokeh_or_ipython():
     code = (
-        "import nbprof.convert, nbprof.gpu_clock, nbprof.gpu_agreement, nbprof.own_cuda_calls\n"
+        "import nbprof.record.convert, nbprof.record.gpu_clock, nbprof.analysis.gpu_agreement, nbprof.record.own_cuda_calls\n"
     )
     result = run_without(code)
     assert result.returncode == 0, result.stderr
@@ -175,7 +175,7 @@ def test_the_cross_check_on_what_the_recorders_converter_builds():
 
 
 def test_one_ops_agreement_is_its_row_of_the_whole_cross_check():
-    from nbprof.gpu_agreement import op_agreement
+    from nbprof.analysis.gpu_agreement import op_agreement
 
     trace = both_kinds()
     for row in records(trace.gpu_agreement().ops):
@@ -230,7 +230,7 @@ def test_a_call_with_events_but_no_kernel_does_not_skew_its_names_ratio():
 
 
 def test_sync_rows_beside_op_events_are_no_kernels_to_check_against():
-    from nbprof.analysis import has_events_and_kernels
+    from nbprof.analysis.averages import has_events_and_kernels
 
     sync = GPU_KINDS.index("sync")
     trace = Trace.build(

@@ -1,4 +1,4 @@
-"""The GPU clock of the CUDA-event path (nbprof/gpu_clock.py through legacy_records_to_trace), on
+"""The GPU clock of the CUDA-event path (nbprof/record/gpu_clock.py through legacy_records_to_trace), on
 fake records shaped like torch 2.13's legacy ones (legacy_fakes.py): the measured anchor error,
 drift between a start and a stop anchor, float32 elapsed times far from the anchor, and the
 ranges that must get CPU time only."""
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from legacy_fakes import ANCHOR, EPOCH_NS, Recording
 
-from nbprof.convert import legacy_records_to_trace
-from nbprof.events import Thread
+from nbprof.record.convert import legacy_records_to_trace
+from nbprof.model import Thread
 
 STARTING = Thread(pid=4242, tid=4242, name="MainThread")
 SECOND = 1_000_000_000

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from nbprof.chrome.growing import RESERVE_BYTES, GrowingColumn
-from nbprof.nesting import nest, time_ordered
+from nbprof.formats.chrome.growing import RESERVE_BYTES, GrowingColumn
+from nbprof.model.nesting import nest, time_ordered
 
 
 def test_a_growing_column_holds_what_was_appended_past_several_growths():

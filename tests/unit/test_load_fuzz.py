@@ -17,8 +17,8 @@ import signal
 import pytest
 
 import nbprof
-from nbprof.chrome import TraceFormatError, chrome_trace_bytes
-from nbprof.chrome.check import check_chrome_trace
+from nbprof.formats.chrome import TraceFormatError, chrome_trace_bytes
+from nbprof.formats.chrome.check import check_chrome_trace
 
 SEED = 20261202
 CASES_PER_KIND = 50  # 8 kinds: 400 cases

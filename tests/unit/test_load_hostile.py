@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import nbprof
-from nbprof.chrome import TraceFormatError, export_chrome_trace
-from nbprof.chrome.check import check_chrome_trace
+from nbprof.formats.chrome import TraceFormatError, export_chrome_trace
+from nbprof.formats.chrome.check import check_chrome_trace
 from nbprof.timeline import Timeline
 
 

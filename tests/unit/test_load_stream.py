@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import nbprof
-from nbprof.chrome import TraceFormatError, stream
+from nbprof.formats.chrome import TraceFormatError, stream
 from test_chrome_load import REAL_TRACES
 
 
@@ -110,7 +110,7 @@ def test_progress_hears_the_bytes_read(tmp_path, monkeypatch):
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(b'{"traceEvents":[' + b",".join(events_text(3000)) + b"]}"))
     heard = []
-    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 4096)
+    monkeypatch.setattr("nbprof.formats.chrome.rawfile._READ_CHUNK", 4096)
     trace = load_in_chunks(path, monkeypatch, 8192, progress=lambda done, total: heard.append(
         (done, total)))
     assert len(trace) == 3000 and len(heard) > 3
@@ -125,7 +125,7 @@ def test_the_text_is_never_held_whole(tmp_path, monkeypatch):
     path = write(tmp_path, events_text(60_000, args={"External id": 1, "Sequence number": 7,
                                                      "Fwd thread id": 0, "Record function id": 0}))
     size = path.stat().st_size
-    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 1 << 18)
+    monkeypatch.setattr("nbprof.formats.chrome.rawfile._READ_CHUNK", 1 << 18)
     tracemalloc.start()
     try:
         trace = load_in_chunks(path, monkeypatch, 1 << 19)
@@ -139,10 +139,10 @@ def test_the_text_is_never_held_whole(tmp_path, monkeypatch):
 def test_a_long_load_shows_bytes_read_on_one_stderr_line(tmp_path, monkeypatch):
     import io
 
-    from nbprof.chrome.progress import StderrLine
+    from nbprof.formats.chrome.progress import StderrLine
 
     path = write(tmp_path, events_text(3000))
-    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 4096)
+    monkeypatch.setattr("nbprof.formats.chrome.rawfile._READ_CHUNK", 4096)
     stderr = io.StringIO()
     trace = load_in_chunks(path, monkeypatch, 8192,
                            progress=StderrLine(path.name, stream=stderr, always=True, delay_s=0))
@@ -157,10 +157,10 @@ def test_a_long_load_shows_bytes_read_on_one_stderr_line(tmp_path, monkeypatch):
 
 def test_a_long_load_in_a_notebook_shows_a_progress_bar(tmp_path, monkeypatch):
     ipywidgets = pytest.importorskip("ipywidgets")
-    from nbprof.chrome.progress import NotebookBar
+    from nbprof.formats.chrome.progress import NotebookBar
 
     path = write(tmp_path, events_text(3000))
-    monkeypatch.setattr("nbprof.chrome.rawfile._READ_CHUNK", 4096)
+    monkeypatch.setattr("nbprof.formats.chrome.rawfile._READ_CHUNK", 4096)
     bar = NotebookBar(path.name, delay_s=0)
     load_in_chunks(path, monkeypatch, 8192, progress=bar)
     assert isinstance(bar.bar, ipywidgets.FloatProgress)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nbprof.analysis import SORT_KEYS
+from nbprof.analysis.averages import SORT_KEYS
 from nbprof.notebook.args import CudaprofUsageError, help_text, parse_options, split_line_magic
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from nbprof.notebook.details import details_html
-from nbprof.events import KIND_KERNEL, Trace
+from nbprof.model import KIND_KERNEL, Trace
 from nbprof.notebook.repeats import repeat_summary, repeat_table, run_marker
 from nbprof.notebook.search import events_named, find_events
 

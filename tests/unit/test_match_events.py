@@ -5,8 +5,8 @@ hands them out), mismatches included; and the pure matching on its own."""
 import numpy as np
 from legacy_fakes import ANCHOR, EPOCH_NS, Recording
 
-from nbprof.events import GPU_KINDS, Thread
-from nbprof.match_events import (NOTE_NO_CUPTI_KERNELS, gpu_records_to_trace,
+from nbprof.model import GPU_KINDS, Thread
+from nbprof.record.match_events import (NOTE_NO_CUPTI_KERNELS, gpu_records_to_trace,
                                  match_by_name_and_order, rows_in_trace)
 from nbprof.record.cuda_events import CudaRecords
 from nbprof.record.kineto_cpu import CpuRecords, DeviceRecords, KinetoRecords
@@ -218,7 +218,7 @@ def test_match_by_name_and_order_per_thread():
 
 
 def test_rows_in_trace_follow_the_build_order_and_skip_dropped_rows():
-    from nbprof.events import Trace
+    from nbprof.model import Trace
 
     starts = np.array([50, 10, 10, 30])
     ends = np.array([60, 40, 40, 35])  # rows 1 and 2 are twins (same thread and times)
@@ -232,7 +232,7 @@ def test_rows_in_trace_follow_the_build_order_and_skip_dropped_rows():
 
 def test_the_join_and_the_overhead_wording_import_no_torch():
     code = (
-        "import nbprof.match_events as m, nbprof.overhead as o\n"
+        "import nbprof.record.match_events as m, nbprof.record.overhead as o\n"
         "t = m.Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['x'],"
         " threads=[(1, 1, 'main')])\n"
         "g = m.with_gpu(t, start_ns=[1], end_ns=[4], names=['k'], device=[0], stream=[7],"
@@ -261,7 +261,7 @@ def test_device_rows_are_classified_by_activity_type_or_else_by_name():
 def test_rows_in_trace_pairs_the_kth_record_of_a_key_with_the_kth_row_of_it():
     # against the plain reading of the rule, on random traces with repeated keys and records
     # that the trace does not hold (another thread, more copies than the trace has)
-    from nbprof.events import Trace
+    from nbprof.model import Trace
 
     rng = np.random.default_rng(7)
     tids = [7001, 7002, 7003]
@@ -288,8 +288,8 @@ def test_rows_in_trace_pairs_the_kth_record_of_a_key_with_the_kth_row_of_it():
 
 
 def test_two_autograd_lanes_keep_their_mapped_lanes_unless_those_hold_too_few_of_their_ops():
-    from nbprof.events import Trace
-    from nbprof.match_events import legacy_lane_os_tids
+    from nbprof.model import Trace
+    from nbprof.record.match_events import legacy_lane_os_tids
 
     def lanes(rows, threads):  # rows: (lane, name)
         names = sorted({name for _, name in rows})

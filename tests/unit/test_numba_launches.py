@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import nbprof
-from nbprof.profiler import is_active
+from nbprof.record.profiler import is_active
 from nbprof.record import numba_launches
 from nbprof.record.numba_launches import NumbaLaunchRecorder
 
@@ -333,7 +333,7 @@ def test_nbprof_run_records_a_scripts_kernels_and_exports_them(tmp_path):
 
 from cuda.core import Stream as CoreStream  # noqa: E402  (what numba-cuda's launch holds)
 
-from nbprof.events import Trace  # noqa: E402
+from nbprof.model import Trace  # noqa: E402
 from nbprof.record.numba_gpu import (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD,  # noqa: E402
                                      NumbaEventClock, TorchLaunchTiming, match_launches_to_ops,
                                      place_on_cpu_clock, torch_stream_to_enter)
@@ -781,7 +781,7 @@ def test_real_legacy_records_of_torch_timed_launches_become_their_slices():
     from torch._C._profiler import _ExperimentalConfig
     from torch.autograd import ProfilerConfig, ProfilerState
 
-    from nbprof.convert import legacy_records_to_trace
+    from nbprof.record.convert import legacy_records_to_trace
 
     recorder = NumbaLaunchRecorder(gpu=True)
     timing = recorder.torch_timing = TorchLaunchTiming(torch, device=0, per_thread_default=False)
@@ -818,7 +818,7 @@ def test_both_torch_profilers_records_of_torch_timed_launches_become_their_slice
     launch (torch's legacy profiler does not record it) is its own slice on its own lane."""
     from torch.autograd import ProfilerState
 
-    from nbprof.match_events import gpu_records_to_trace
+    from nbprof.record.match_events import gpu_records_to_trace
     from nbprof.record.cuda_events import ANCHOR_NAME, CudaRecorder
 
     starting = nbprof.Thread(os.getpid(), threading.get_native_id(), "MainThread")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from legacy_fakes import EPOCH_NS, Recording
 
-from nbprof.convert import drop_own_cuda_calls
-from nbprof.own_cuda_calls import legacy_event_times, own_cuda_calls
+from nbprof.record.convert import drop_own_cuda_calls
+from nbprof.record.own_cuda_calls import legacy_event_times, own_cuda_calls
 from nbprof.record.kineto_cpu import CpuRecords
 
 T = EPOCH_NS

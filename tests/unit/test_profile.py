@@ -8,7 +8,7 @@ import torch
 
 import nbprof
 from kernels.train_mlp import train
-from nbprof.profiler import is_active
+from nbprof.record.profiler import is_active
 
 
 def add_ones(count, size=16):

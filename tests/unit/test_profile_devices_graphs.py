@@ -11,8 +11,8 @@ import threading
 import torch
 from torch.autograd import ProfilerState
 
-from nbprof.events import Thread
-from nbprof.match_events import gpu_records_to_trace
+from nbprof.model import Thread
+from nbprof.record.match_events import gpu_records_to_trace
 from nbprof.record.cuda_events import (ANCHOR_NAME, CudaRecorder, devices_in_use,
                                        stop_anchor_devices)
 from nbprof.record.cuda_graphs import REPLAY_NAME, GraphCaptures

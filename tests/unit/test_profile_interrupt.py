@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import nbprof
-from nbprof.profiler import is_active
+from nbprof.record.profiler import is_active
 
 
 def add_ones(count):
@@ -100,7 +100,7 @@ class InterruptOnRelease:
 
 
 def test_ctrl_c_after_the_start_before_enter_returns_leaves_the_profiler_off(monkeypatch):
-    from nbprof import profiler
+    from nbprof.record import profiler
 
     monkeypatch.setattr(profiler, "_state_lock", InterruptOnRelease(profiler._state_lock))
     with pytest.raises(KeyboardInterrupt):

@@ -4,7 +4,7 @@ import pytest
 
 import nbprof
 from nbprof.notebook.args import parse_options
-from nbprof.profiler import is_active
+from nbprof.record.profiler import is_active
 
 
 @pytest.mark.parametrize("line, kernels", [("", None), ("--kernels", True),

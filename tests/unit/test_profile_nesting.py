@@ -15,7 +15,7 @@ from torch.profiler import ProfilerActivity
 from torch._C._profiler import _ExperimentalConfig
 
 import nbprof
-from nbprof.profiler import is_active
+from nbprof.record.profiler import is_active
 from tests.conftest import ROOT
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 import nbprof
-from nbprof.overhead import describe_overhead, overhead_meta
+from nbprof.record.overhead import describe_overhead, overhead_meta
 
 
 def test_the_share_is_the_ops_cost_over_the_block_time():
@@ -42,7 +42,7 @@ def test_the_widget_header_shows_the_overhead_of_a_real_profile():
 
 
 def test_the_cli_prints_the_overhead(tmp_path, capsys):
-    from nbprof.cli import main
+    from nbprof.cli.main import main
 
     script = tmp_path / "work.py"
     script.write_text("import torch\nfor _ in range(300):\n    torch.ones(4).mul(2)\n")

@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from nbprof.events import KIND_KERNEL, Trace
-from nbprof.range_summary import RangeRow, range_summary
+from nbprof.model import KIND_KERNEL, Trace
+from nbprof.analysis.range_summary import RangeRow, range_summary
 
 
 def trace():
@@ -60,6 +60,6 @@ def test_an_empty_trace():
 
 def test_the_module_imports_no_torch_bokeh_or_ipython():
     code = ("import sys\nfor name in ('torch', 'bokeh', 'IPython'): sys.modules[name] = None\n"
-            "import nbprof.range_summary\nprint('ok')")
+            "import nbprof.analysis.range_summary\nprint('ok')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "ok", result.stderr

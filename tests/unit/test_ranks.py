@@ -5,8 +5,8 @@ import pytest
 
 import nbprof
 from nbprof import ranks
-from nbprof.cli import main
-from nbprof.events import Trace
+from nbprof.cli.main import main
+from nbprof.model import Trace
 from nbprof.timeline.lanes import build_lanes
 from blocked_imports import UI_AND_TORCH, run_without
 
@@ -186,7 +186,7 @@ def test_a_merged_job_exported_and_loaded_keeps_its_ranks(merged, tmp_path):
 def test_merge_and_summary_need_no_torch_bokeh_or_columnar_libraries():
     code = (
         "from nbprof import ranks\n"
-        "from nbprof.events import Trace\n"
+        "from nbprof.model import Trace\n"
         "t = [Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=['gloo:all_reduce'],"
         " threads=[(1, 1, 'main')], meta={'rank': r, 'base_time_ns': 10 * r}) for r in (0, 1)]\n"
         "print(ranks.merge(t, [0, 1]).rank_summary().straggler)\n")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import nbprof
-from nbprof.events import GPU_KINDS, Trace
-from nbprof.steps import run_marker
+from nbprof.model import GPU_KINDS, Trace
+from nbprof.analysis.steps import run_marker
 from blocked_imports import run_without
 
 US = 1000
@@ -31,7 +31,7 @@ def build(events, kernels=(), threads=((1, 1, "main"),)):
 
 
 def rows(table):
-    from nbprof.tables import records
+    from nbprof.analysis.tables import records
 
     return records(table)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import nbprof
-from nbprof.events import KIND_MEMCPY, Trace
+from nbprof.model import KIND_MEMCPY, Trace
 from nbprof.timeline import Timeline, save_html, timeline
 from nbprof.timeline.lanes import build_lanes
 

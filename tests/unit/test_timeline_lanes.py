@@ -6,7 +6,7 @@ import pytest
 from bokeh.models import BoxSelectTool, BoxZoomTool, PanTool, ResetTool, WheelZoomTool
 
 import nbprof
-from nbprof.events import Trace
+from nbprof.model import Trace
 from nbprof.timeline import Timeline
 from nbprof.timeline.data import encode_events, runtime_calls
 from nbprof.timeline.lanes import build_lanes, shown_tid
@@ -148,7 +148,7 @@ def test_bring_into_view_zooms_onto_a_sliver_and_leaves_a_readable_match_alone()
 def _mixed_trace():
     """CPU ops nested 0-3 deep on 3 threads; GPU intervals of every kind on 3 devices and
     streams -1, 7, 13 and 2**30, op intervals launched from ops at every depth."""
-    from nbprof.events import GPU_KINDS
+    from nbprof.model import GPU_KINDS
 
     rng = np.random.default_rng(3)
     n, k = 3_000, 4_000

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from nbprof.events import Trace
+from nbprof.model import Trace
 from nbprof.timeline.data import encode_events
 from nbprof.timeline.lanes import build_lanes
 from nbprof.timeline.packing import pack_columns, read_varints, unpack_columns, varints

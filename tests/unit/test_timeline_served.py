@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 import nbprof
-from nbprof.events import Trace
+from nbprof.model import Trace
 from nbprof.timeline import Timeline
 from nbprof.timeline.data import encode_events
 from nbprof.timeline.lanes import build_lanes
@@ -210,7 +210,7 @@ def test_views_read_through_the_coarse_level_give_the_same_bars():
 
 
 def test_nbprof_view_takes_the_budget_and_full(shared_traces, tmp_path, capsys):
-    from nbprof.cli import main
+    from nbprof.cli.main import main
 
     source = str(shared_traces / "gpu_alexnet_kineto.json.gz")
     coarse, full = tmp_path / "coarse.html", tmp_path / "full.html"

@@ -16,19 +16,19 @@ import numpy as np
 import torch
 
 from .convert import cpu_records_to_trace, drop_own_cuda_calls, legacy_records_to_trace
-from .events import Thread, Trace
+from ..model import Thread, Trace
 from .overhead import overhead_meta
-from .ranks import distributed_meta  # rank, world size, local rank, host under torchrun
-from .record import calibrate, forks
+from ..ranks import distributed_meta  # rank, world size, local rank, host under torchrun
+from . import calibrate, forks
 from .match_events import gpu_records_to_trace, is_runtime_call
-from .record.cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
-from .record.cuda_graphs import GraphCaptures
-from .record.cuda_init import CudaInitTiming
-from .record.interrupts import interrupts_held
-from .record.kineto_cpu import KinetoCpuRecorder, kernels_supported
-from .record.numba_launches import NumbaLaunchRecorder
-from .record.threads import ThreadNames, name_threads
-from .record.torch_profilers import HandOver, torch_profiler_active
+from .cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
+from .cuda_graphs import GraphCaptures
+from .cuda_init import CudaInitTiming
+from .interrupts import interrupts_held
+from .kineto_cpu import KinetoCpuRecorder, kernels_supported
+from .numba_launches import NumbaLaunchRecorder
+from .threads import ThreadNames, name_threads
+from .torch_profilers import HandOver, torch_profiler_active
 
 _state_lock = threading.Lock()
 _active_profile = None  # the profile recording now, process-wide (Kineto's state is global)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .events import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
+from ..model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
 
 SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cuda_time_total", "count",
              "cpu_time_avg", "self_cpu_time_avg", "cuda_time_avg", "name")

@@ -18,7 +18,7 @@ import traceback
 import warnings
 import zipfile
 
-from .cli_paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
+from .paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
 
 _SIGINT_STATUS = 130  # the shell's exit status for a process ended by Ctrl-C
 
@@ -41,7 +41,7 @@ def script_position(argv: list[str], takes_value: dict[str, bool]) -> int | None
 
 
 def run(options, script_args: list[str]) -> int:
-    from .ranks import distributed_meta, expand_rank
+    from ..ranks import distributed_meta, expand_rank
 
     script = pathlib.Path(options.script)
     # A file, or (as for `python DIR`) a folder or zip holding __main__.py.
@@ -61,7 +61,7 @@ def run(options, script_args: list[str]) -> int:
                      TRACE_SUFFIXES)
     check_distinct(planned)
     try:
-        from . import profile  # torch: seconds; Ctrl-C here has nothing to write yet
+        from .. import profile  # torch: seconds; Ctrl-C here has nothing to write yet
     except KeyboardInterrupt:
         print("nbprof: interrupted before the script started; nothing was written", file=sys.stderr)
         return _SIGINT_STATUS
@@ -83,7 +83,7 @@ def run(options, script_args: list[str]) -> int:
         return _SIGINT_STATUS
     for note in trace.meta.get("notes") or ():  # what the recording could not do, said once
         print(f"nbprof: note: {note}", file=sys.stderr)
-    from .overhead import describe_overhead
+    from ..record.overhead import describe_overhead
 
     if overhead := describe_overhead(trace.meta.get("overhead")):
         print(f"nbprof: {overhead}")
@@ -182,14 +182,14 @@ def _write(what: str, save, path: pathlib.Path, done: list[str]) -> bool:
 
 
 def _save_page(trace, page: pathlib.Path, options, script: pathlib.Path) -> str:
-    from . import save_html
+    from .. import save_html
 
     save_html(trace, page, title=options.title or f"nbprof: {script.name}")
     return f"{page} ({len(trace):,} CPU events, {len(trace.gpu_start_ns):,} GPU intervals)"
 
 
 def _save_trace(trace, path: pathlib.Path) -> str:
-    from .atomic import make_folders
+    from ..formats.atomic import make_folders
 
     make_folders(path, "the trace")  # out/ of many ranks
     if str(path).lower().endswith(".parquet"):

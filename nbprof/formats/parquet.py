@@ -25,7 +25,7 @@ import orjson
 
 from .atomic import write_with
 from .chrome.export import json_default
-from .events import CounterSeries, Instants, Thread, Trace
+from ..model import CounterSeries, Instants, Thread, Trace
 
 FORMAT = "nbprof-columnar-1"
 ROW_GROUP = 1 << 20
@@ -195,7 +195,7 @@ def to_arrow(trace: Trace):
     """The trace as one pyarrow Table (see the module's docstring for its columns and metadata)."""
     pa = require("pyarrow")
 
-    from .ranks import event_ranks, gpu_ranks
+    from ..ranks import event_ranks, gpu_ranks
 
     n, k = len(trace), len(trace.gpu_start_ns)
     is_gpu = np.r_[np.zeros(n, bool), np.ones(k, bool)]  # also the mask: CPU columns null there

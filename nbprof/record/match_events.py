@@ -3,7 +3,7 @@
 On a GPU both of torch's profilers record at once (record/cuda_events.py): Kineto sees every
 thread's ops (and, with CUPTI, every kernel, memcpy and memset, each with the correlation id of
 the op that launched it); the legacy profiler sees the starting thread and autograd's threads,
-with a CUDA event pair per op. Each side is converted by nbprof.convert; this module joins them.
+with a CUDA event pair per op. Each side is converted by nbprof.record.convert; this module joins them.
 Pure: numpy and the model only.
 
 - An op's event interval is moved onto its Kineto twin, matched per thread by name and order:
@@ -20,7 +20,7 @@ from collections import Counter
 
 import numpy as np
 
-from .events import GPU_KINDS, KIND_OP, NO_ID, Trace
+from ..model import GPU_KINDS, KIND_OP, NO_ID, Trace
 
 # CUDA runtime and driver calls as Kineto names them (cudaLaunchKernel, cuLaunchKernel, ...): no
 # legacy record has such a name, so they are not matched.

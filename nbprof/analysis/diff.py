@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .callpaths import CallPaths
-from .events import Trace
+from ..model import Trace
 from .steps import find_steps
 from .tables import make_table
 
@@ -135,7 +135,7 @@ def compare(before: Trace, after: Trace, *, by_step: bool | None = None,
 
 def diff_text(rows: list[dict], row_limit: int = 20, name_width: int = 50) -> str:
     """The diff as text: status, step, op (the tail of its call path), calls, self CPU, GPU."""
-    from .analysis import format_us, limit_rows, text_table
+    from .averages import format_us, limit_rows, text_table
 
     def signed(us):
         return ("+" if us > 0 else "-" if us < 0 else " ") + format_us(abs(us))

@@ -1,8 +1,8 @@
 """The model's value types: Interval, Thread, the per-event views FunctionEvent and Kernel, what kind
 a GPU interval is, and the trace-wide extras Instants and CounterSeries.
 
-numpy and the standard library only (rule 1 of DESIGN.md). :class:`nbprof.trace.Trace` holds the
-events column-wise and builds these views on demand; import them all from :mod:`nbprof.events`.
+numpy and the standard library only (rule 1 of DESIGN.md). :class:`nbprof.model.trace.Trace` holds the
+events column-wise and builds these views on demand; import them all from :mod:`nbprof.model`.
 """
 
 from __future__ import annotations

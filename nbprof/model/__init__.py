@@ -7,11 +7,15 @@ Per-event objects (FunctionEvent, Kernel) are built on demand, as views.
 Times are integer nanoseconds from the trace's origin (``meta["base_time_ns"]`` is that origin on
 the wall clock, ``time.time_ns()``'s epoch); microseconds appear only at the edges.
 
-The model lives in two modules, re-exported here so that ``from nbprof.events import ...`` is the
-one import the rest of the package and its users write:
-- :mod:`nbprof.event_types`: Interval, Thread, Kernel, FunctionEvent, the GPU kinds, NO_ID,
+Its modules, re-exported here so that ``from nbprof.model import ...`` is the one import the rest of
+the package and its users write:
+- :mod:`nbprof.model.event_types`: Interval, Thread, Kernel, FunctionEvent, the GPU kinds, NO_ID,
   Instants, CounterSeries;
-- :mod:`nbprof.trace`: Trace, its EventList and KernelList views, split_stream_key.
+- :mod:`nbprof.model.trace`: Trace, its EventList and KernelList views, split_stream_key;
+- :mod:`nbprof.model.nesting` (depth and parent of each row), :mod:`nbprof.model.intervals` (unions, overlaps).
+
+It imports nothing of nbprof's above it. The one reach upward is the Trace's convenience methods
+(``trace.steps()``, ``trace.export_chrome_trace()``...), each a one-line import inside the method.
 """
 
 from .event_types import (CUDA_INIT_NAME, GPU_KINDS, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER,

@@ -36,8 +36,8 @@ from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
 from .growing import give_back_freed_memory
 from .read import (MAX_TIME_US, Column, TraceFormatError, hashable, ns_from_us,
                    ns_in_place, pick)
-from ..events import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
-from ..nesting import nest, time_ordered
+from ...model import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
+from ...model.nesting import nest, time_ordered
 
 # Kineto's GPU-side categories (lower-cased; older files capitalise them) -> GPU kind.
 GPU_CATEGORY_KIND = {

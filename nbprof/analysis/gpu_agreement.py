@@ -18,9 +18,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .analysis import KERNEL_WORK
-from .events import KIND_OP, Trace
-from .intervals import merge_by_group
+from .averages import KERNEL_WORK
+from ..model import KIND_OP, Trace
+from ..model.intervals import merge_by_group
 from .tables import make_table
 
 DISAGREE = 0.10  # event time and kernel time more than 10% apart
@@ -183,7 +183,7 @@ FLAG_NOTE = ("! : GPU (events) and GPU (kernels) differ by more than 10%: the op
 
 
 def _names_text(rows: list[dict], row_limit: int = 20, name_width: int = 55) -> str:
-    from .analysis import format_us, limit_rows, text_table
+    from .averages import format_us, limit_rows, text_table
 
     headers = ["Name", "Ops", "GPU (events)", "GPU (kernels)", "Events/kernels", "Disagreeing ops"]
     cells = [[row["name"], str(row["count"]), format_us(row["events_us"]),
@@ -193,7 +193,7 @@ def _names_text(rows: list[dict], row_limit: int = 20, name_width: int = 55) -> 
 
 
 def _ops_text(rows: list[dict], row_limit: int = 20, name_width: int = 55) -> str:
-    from .analysis import format_us, limit_rows, text_table
+    from .averages import format_us, limit_rows, text_table
 
     headers = ["Name", "Id", "GPU (events)", "GPU (kernels)", "Start offset", "End offset",
                "Events/kernels"]

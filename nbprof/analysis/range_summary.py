@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .events import Trace
+from ..model import Trace
 
 TOP = 15
 

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from .events import KIND_OP, Thread, Trace
+from ..model import KIND_OP, Thread, Trace
 from .gpu_clock import place_cuda_events
 from .own_cuda_calls import own_cuda_calls
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analysis import format_us, name_cell
+from .averages import format_us, name_cell
 from .callpaths import canonical_names
-from .events import CUDA_INIT_NAME, Trace
-from .intervals import touches_any
+from ..model import CUDA_INIT_NAME, Trace
+from ..model.intervals import touches_any
 from .steps import IDLE_KINDS, SYNC_CALLS, StepBreakdown, breakdown, cpu_time_in
 
 NAME_WIDTH = 60

@@ -10,7 +10,7 @@ import os
 import pathlib
 import stat
 
-from .atomic import check_writable, make_folders
+from ..formats.atomic import check_writable, make_folders
 
 PAGE_SUFFIXES = (".html", ".htm")
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet")

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import gpu_work_kinds
-from .events import KIND_MEMCPY, KIND_MEMSET, NO_ID, Trace
-from .intervals import covered_ns, gaps_in_windows, merge_by_group, touches_any, union_ns_by_group
+from .averages import gpu_work_kinds
+from ..model import KIND_MEMCPY, KIND_MEMSET, NO_ID, Trace
+from ..model.intervals import covered_ns, gaps_in_windows, merge_by_group, touches_any, union_ns_by_group
 from .tables import make_table
 
 # -- the --repeat run markers (the magic writes them, the steps and the repeat summary read them) --
@@ -366,7 +366,7 @@ def step_table(result: StepBreakdown, plain: bool = False):
 
 
 def steps_text(rows: list[dict], row_limit: int = -1) -> str:
-    from .analysis import format_us, limit_rows, text_table
+    from .averages import format_us, limit_rows, text_table
 
     headers = ["Step", "Wall", "CPU busy", "GPU busy", "Compute", "Comm", "Memcpy", "GPU idle",
                "host", "sync", "launch"]

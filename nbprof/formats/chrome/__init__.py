@@ -5,6 +5,8 @@
 The work is split: export (writing), lanes (extra lanes for overlapping slices), read (parsing
 and validating a file), loader (the shared part of loading and nbprof's own format), kineto
 (torch.profiler / Kineto files), check (the checker).
+
+Imports the model (and :mod:`nbprof.ranks` to merge many files); never torch, bokeh or IPython.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .progress import reporting
 from .rawfile import DEFAULT_MAX_BYTES
 from .read import TraceFormatError, paused_gc
 from .stream import EventChunks
-from ..events import Trace
+from ...model import Trace
 
 __all__ = ["DEFAULT_MAX_BYTES", "TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict",
            "export_chrome_trace", "load"]
@@ -51,13 +53,13 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
 
     A list of paths, a folder or a glob loads every file as one rank of a job and merges them
     (:mod:`nbprof.ranks`: lanes by rank, clocks aligned unless ``align=False``); a ``.parquet``
-    file is one written by ``trace.to_parquet`` (:mod:`nbprof.columnar`)."""
-    from .. import ranks
+    file is one written by ``trace.to_parquet`` (:mod:`nbprof.formats.parquet`)."""
+    from ... import ranks
 
     if ranks.is_many(path):
         return ranks.load_many(path, lambda one: load(one, max_bytes=max_bytes), align=align)
     if str(path).endswith(".parquet"):
-        from ..columnar import read_parquet
+        from ..parquet import read_parquet
 
         return read_parquet(path)
     path = pathlib.Path(path)

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import html
 
+# The style of nbprof's text tables in HTML (the Overview and Compare panes): they must not wrap, a
+# wrapped row reads as two.
+PRE_STYLE = "margin:0; white-space:pre; overflow-x:auto"
+
 
 def html_text(value: object) -> str:
     """``value`` (any object: its ``str``) as HTML text: ``& < > " '`` escaped, so it can sit in

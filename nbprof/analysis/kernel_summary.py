@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analysis import gpu_work_kinds
+from .averages import gpu_work_kinds
 from .callpaths import CallPaths
-from .events import GPU_KINDS, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
+from ..model import GPU_KINDS, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
 from .tables import make_table
 
 COMPUTE_KINDS = (KIND_KERNEL, KIND_OP)
@@ -53,7 +53,7 @@ def kernel_summary(trace: Trace, *, memory: bool = False, limit: int | None = 20
 
 
 def kernel_text(rows: list[dict], row_limit: int = -1, name_width: int = 50) -> str:
-    from .analysis import format_us, limit_rows, text_table
+    from .averages import format_us, limit_rows, text_table
 
     headers = ["Name", "Count", "Total", "Mean", "Share", "Launched by"]
     cells = [[row["name"], str(row["count"]), format_us(row["total_us"]), format_us(row["mean_us"]),

@@ -29,7 +29,7 @@ import orjson
 from ..atomic import write_file
 from .lanes import assign_lanes
 from .read import paused_gc
-from ..events import GPU_KINDS, KIND_OP, Trace
+from ...model import GPU_KINDS, KIND_OP, Trace
 
 FORMAT_VERSION = 1
 # Chrome category of each GPU kind: Kineto's names where Kineto has one.

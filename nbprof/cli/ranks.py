@@ -9,13 +9,13 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from .atomic import check_writable, make_folders
-from .cli_paths import CliError
-from .ranks import rank_of, trace_paths
+from ..formats.atomic import check_writable, make_folders
+from .paths import CliError
+from ..ranks import rank_of, trace_paths
 
 
 def ranks(options) -> int:
-    from .ranks.sql import rank_summary
+    from ..ranks.sql import rank_summary
 
     def progress(done, total, path):
         if total > 1 and sys.stderr.isatty():
@@ -44,7 +44,7 @@ def parquet_name(path: pathlib.Path) -> str:
 def convert_one(job: tuple) -> str:
     """One file -> Parquet, in a worker process; its rank put in meta (from the file, else the
     name, else its position), so the Parquet folder says every row's rank."""
-    from . import load
+    from .. import load
 
     path, position, output = job
     trace = load(path)

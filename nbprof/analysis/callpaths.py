@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from .events import NO_ID, Trace
+from ..model import NO_ID, Trace
 
 SEPARATOR = " > "
 _NUMBERED = ((re.compile(r"^ProfilerStep#\d+$"), "ProfilerStep#*"),

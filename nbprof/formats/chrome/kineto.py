@@ -10,7 +10,7 @@ import numpy as np
 from .args import MISSING
 from .loader import GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load, category_flags, int_ids
 from .read import canonical_id, hashable
-from ..events import KIND_OTHER, NO_ID, Trace
+from ...model import KIND_OTHER, NO_ID, Trace
 
 _BLOCK_ROWS = 1 << 18
 

@@ -5,11 +5,11 @@ DIR`` and ``nbprof diff BEFORE AFTER -o PAGE.html``.
 ``view`` of several files, a folder or a glob merges them as the ranks of one job. ``--trace``
 may say ``{rank}``: under torchrun each rank writes its own file.
 
-``run`` (run_cli.py) profiles a Python script the way ``%%cudaprof`` profiles a cell; nbprof's
+``run`` (run.py) profiles a Python script the way ``%%cudaprof`` profiles a cell; nbprof's
 options come before the script, and everything after the script's path is the script's own.
 
 No output may be one of the inputs, and every output path is checked before the work starts
-(cli_paths.py). Bad input, a path that can't be written, Ctrl-C: one line on stderr, no traceback.
+(paths.py). Bad input, a path that can't be written, Ctrl-C: one line on stderr, no traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import re
 import sys
 
-from .cli_paths import CliError, check_output, describe
+from .paths import CliError, check_output, describe
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, bool]]:
@@ -84,7 +84,7 @@ def _split_run(argv: list[str], takes_value: dict[str, bool]) -> tuple[list[str]
     """``run``'s arguments up to the script's path (nbprof's) and after it (the script's)."""
     if not argv or argv[0] != "run":
         return argv, []
-    from .run_cli import script_position
+    from .run import script_position
 
     position = script_position(argv[1:], takes_value)
     if position is None:
@@ -127,15 +127,15 @@ def _size(text: str) -> int:
 
 
 def _view(options) -> int:
-    from . import load, save_html
-    from .chrome import DEFAULT_MAX_BYTES
-    from .ranks import trace_paths
+    from .. import load, save_html
+    from ..formats.chrome import DEFAULT_MAX_BYTES
+    from ..ranks import trace_paths
 
     inputs = _existing(trace_paths(options.trace))
     page = check_output(options.output, "the timeline page", "-o",
                         inputs=inputs)  # before a load that may take minutes
     source = options.trace[0] if len(options.trace) == 1 else options.trace
-    from .chrome.progress import StderrLine
+    from ..formats.chrome.progress import StderrLine
 
     trace = load(source, max_bytes=options.max_size or DEFAULT_MAX_BYTES,
                  progress=StderrLine(source) if len(options.trace) == 1 else None)
@@ -152,8 +152,8 @@ def _view(options) -> int:
 
 
 def _diff(options) -> int:
-    from . import load
-    from .timeline.compare import save_compare_html
+    from .. import load
+    from ..timeline.compare import save_compare_html
 
     page = check_output(options.output, "the diff page", "-o",
                         inputs=_existing([options.before, options.after]))
@@ -200,13 +200,9 @@ def _command(options, script_args: list[str]) -> int:
     if options.command == "diff":
         return _diff(options)
     if options.command in ("ranks", "convert"):
-        from . import rank_cli
+        from . import ranks as rank_cli
 
         return getattr(rank_cli, options.command)(options)
-    from .run_cli import run
+    from .run import run
 
     return run(options, script_args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@
 numpy and the standard library only (rule 1 of DESIGN.md): the analysis, the exporters and the
 timeline all work on a Trace's columns, so a trace of a million events costs arrays, not objects.
 Per-event objects (FunctionEvent, Kernel) are built on demand, as views; EventList and KernelList
-hand them out as sequences. Import from :mod:`nbprof.events`, which re-exports all of this.
+hand them out as sequences. Import from :mod:`nbprof.model`, which re-exports all of this.
 """
 
 from __future__ import annotations
@@ -234,60 +234,60 @@ class Trace:
         return np.flatnonzero(self.parent == index).tolist()
 
     def key_averages(self):
-        from .analysis import key_averages
+        from ..analysis.averages import key_averages
 
         return key_averages(self)
 
     def table(self, sort_by: str = "cpu_time_total", row_limit: int = 20) -> str:
-        from .analysis import table
+        from ..analysis.averages import table
 
         return table(self, sort_by=sort_by, row_limit=row_limit)
 
     def gpu_agreement(self):
         """Each op's CUDA-event interval against the kernels it and its nested ops ran: per op and
-        per name, offsets and ratio, flagged beyond 10% (see nbprof/gpu_agreement.py)."""
-        from .gpu_agreement import gpu_agreement
+        per name, offsets and ratio, flagged beyond 10% (see nbprof/analysis/gpu_agreement.py)."""
+        from ..analysis.gpu_agreement import gpu_agreement
 
         return gpu_agreement(self)
 
     def steps(self, launch_gap_us: float = 10.0):
-        """The steps of a training loop and where each one's time went (see nbprof/steps.py)."""
-        from .steps import steps
+        """The steps of a training loop and where each one's time went (see nbprof/analysis/steps.py)."""
+        from ..analysis.steps import steps
 
         return steps(self, launch_gap_us=launch_gap_us)
 
     def kernel_summary(self, *, memory: bool = False, limit: int | None = 20):
         """Top kernels (``memory=True``: memcpy / memset) by GPU time, with the launching op."""
-        from .kernel_summary import kernel_summary
+        from ..analysis.kernel_summary import kernel_summary
 
         return kernel_summary(self, memory=memory, limit=limit)
 
     def findings(self) -> list[str]:
         """One-line findings in plain words: GPU idle and why, outlier steps, the top kernel."""
-        from .findings import findings
+        from ..analysis.findings import findings
 
         return findings(self)
 
     def export_chrome_trace(self, path) -> str:
-        from .chrome import export_chrome_trace
+        from ..formats.chrome import export_chrome_trace
 
         return export_chrome_trace(self, path)
 
     def rank_summary(self):
         """Per rank: wall time, CPU and GPU busy, time in collectives, steps; the straggler."""
-        from .ranks import rank_summary
+        from ..ranks import rank_summary
 
         return rank_summary(self)
 
     def to_parquet(self, path) -> str:
         """Write the trace as one Parquet file (pyarrow); ``nbprof.load`` reads it back exactly."""
-        from .columnar import write_parquet
+        from ..formats.parquet import write_parquet
 
         return write_parquet(self, path)
 
     def to_arrow(self):
         """The events and GPU intervals as one pyarrow Table (a ``kind`` column tells them apart)."""
-        from .columnar import to_arrow
+        from ..formats.parquet import to_arrow
 
         return to_arrow(self)
 
