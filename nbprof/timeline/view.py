@@ -84,7 +84,7 @@ def view_onto(view: tuple[float, float], start: float, end: float, width_px: flo
 
 # A trace whose GPU work starts late (after CUDA initialisation, data loading) and fills only part
 # of it opens on that work: the set-up would otherwise squeeze the work into a few pixels.
-WORK_STARTS_AFTER, WORK_SHORTER_THAN, WORK_PAD = 0.2, 0.6, 0.02
+WORK_STARTS_AFTER, WORK_SHORTER_THAN, WORK_PAD = 0.3, 0.6, 0.02
 
 
 def work_window(trace: Trace, origin_ns: int, span_ns: int) -> tuple[int, int] | None:

@@ -853,3 +853,29 @@ def test_ctrl_wheel_zooms_in_and_out_by_the_same_factor(browser, alexnet):
     assert zoomed[1] - zoomed[0] < 0.9 * (view[1] - view[0])
     assert page.evaluate("nbX()") == pytest.approx(view, rel=1e-6, abs=1)
     page.close()
+
+
+def test_a_collapsed_group_writes_no_name_over_another(browser, shared_traces, tmp_path, artifacts):
+    trace = nbprof.load(shared_traces / "gpu_training_step_68k.json.gz")
+    page = open_page(browser, save_html(trace, tmp_path / "collapsed.html"))
+    header, header_y = next((label, y) for y, label in page.evaluate("nbAxis()")
+                            if label.startswith("▾ rank 0 · pid 1102"))
+    x, y = page.evaluate(f"nbScreen(nbX()[0], {header_y})")
+    page.mouse.click(x - 40, y)  # collapse the process: its 3 thread lanes into the header row
+    page.wait_for_function("() => nbAxis().some(([y, label]) => label.startsWith('▸'))")
+    page.screenshot(path=artifacts / "timeline_collapsed_names.png")
+    # the names written in the header row, as spans of screen pixels
+    spans = page.evaluate(f"""() => {{
+        const d = nb('nbprof_labels').data, ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = '11px sans-serif';
+        const spans = [];
+        for (let i = 0; i < d.text.length; i++) {{
+          if (Math.abs(d.y[i] - ({header_y} + 0.5)) > 0.5) continue;
+          const [x] = nbScreen(d.x[i], d.y[i]), half = ctx.measureText(d.text[i]).width / 2;
+          spans.push([x - half, x + half, d.text[i]]);
+        }}
+        return spans.sort((a, b) => a[0] - b[0]); }}""")
+    assert spans, "the header row names its first lane's bars"
+    overlapping = [(a[2], b[2]) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    assert not overlapping
+    page.close()
