@@ -85,7 +85,7 @@ def run(options, script_args: list[str]) -> int:
         print(f"nbprof: note: {note}", file=sys.stderr)
     from ..record.overhead import describe_overhead
 
-    if overhead := describe_overhead(trace.meta.get("overhead")):
+    if overhead := describe_overhead(trace.meta.get("overhead"), of="the run"):
         print(f"nbprof: {overhead}")
     if options.table:
         print(trace.table())

@@ -64,7 +64,8 @@ class TraceWidget(ipywidgets.VBox):
 
     def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
                  collapsed: bool = False, compare_to: Trace | None = None,
-                 compare_label: str = "the previous run", **timeline_options):
+                 compare_label: str = "the previous run", in_cell: bool = False,
+                 **timeline_options):
         from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
@@ -90,7 +91,9 @@ class TraceWidget(ipywidgets.VBox):
 
         restarted = ipywidgets.HTML(f"<span>{html_text(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
-        overhead = describe_overhead(trace.meta.get("overhead"))  # "profiler overhead ≈ ..."
+        # "profiler overhead ≈ ..., ~9% of this cell" only under the cell that was profiled
+        overhead = describe_overhead(trace.meta.get("overhead"),
+                                     of="this cell" if in_cell else "the profiled code")
         header = [ipywidgets.HTML(_STYLE + DETAILS_STYLE), restarted] + (
             [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else []) + (
             [ipywidgets.HTML(html_text(overhead))] if overhead else [])
