@@ -78,6 +78,9 @@ class OverviewPane(ipywidgets.VBox):
             self.zoom_to(int(new[0]))
 
 
+TAB_RESTARTED = "kernel restarted: re-run the cell to compute this tab"
+
+
 class LazyPane(ipywidgets.VBox):
     """A tab's place in the panes, its pane built the first time it is asked for (``pane``): when
     the user opens the tab, or code reads it. Why: the Overview's analyses (steps, call paths,
@@ -85,7 +88,10 @@ class LazyPane(ipywidgets.VBox):
     the timeline could show, and their 445 MB peak stacked on the kept Timeline's."""
 
     def __init__(self, build):
-        super().__init__([ipywidgets.HTML("<i>computing…</i>")])
+        # After a kernel restart nothing computes it: the widget's style swaps in the restart note.
+        super().__init__([ipywidgets.HTML(
+            f"<i class='nbprof-computing'>computing…</i><span class='nbprof-tab-restarted'>"
+            f"{html_text(TAB_RESTARTED)}</span>")])
         self._build, self._pane = build, None
 
     @property

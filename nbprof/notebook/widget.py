@@ -30,7 +30,11 @@ _STYLE = ("<style>.nbprof-export { width: auto; flex: 0 0 auto; } "
           ".nbprof-restarted.jupyter-widgets-disconnected { display: block; } "
           ".nbprof-widget .jupyter-widgets-disconnected::before, "
           ".nbprof-widget.jupyter-widgets-disconnected::before { display: none; } "
-          ".jupyter-widgets-disconnected .nbprof-live { opacity: 0.4; pointer-events: none; }</style>")
+          ".jupyter-widgets-disconnected .nbprof-live { opacity: 0.4; pointer-events: none; } "
+          # a tab never opened before the restart: nothing will compute it now
+          ".nbprof-tab-restarted { display: none; color: #b00; font-weight: bold; } "
+          ".jupyter-widgets-disconnected .nbprof-tab-restarted { display: inline; } "
+          ".jupyter-widgets-disconnected .nbprof-computing { display: none; }</style>")
 RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 

@@ -210,8 +210,8 @@ class Timeline:
         rank, world = trace.meta.get("rank"), trace.meta.get("world_size")
         where = "" if rank is None else f"rank {rank}" + (f" of {world}" if world else "") + " · "
         where = html_text(where)  # meta may come from a file: text, never markup
-        text = where + (f"{len(trace):,} CPU events · {len(trace.gpu_start_ns):,} GPU intervals · "
-                f"{trace.duration_ns / 1e6:,.3f} ms")
+        gpu = f"{len(trace.gpu_start_ns):,} GPU intervals · " if trace.has_gpu else ""
+        text = where + f"{len(trace):,} CPU events · {gpu}{trace.duration_ns / 1e6:,.3f} ms"
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"
         if self._work:
