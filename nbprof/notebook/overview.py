@@ -202,7 +202,8 @@ def add_answer_panes(widget, compare_to=None, compare_label: str = "the previous
     shown = panes.selected_index
     extra = [("Overview", LazyPane(lambda: OverviewPane(widget.trace, widget.timeline)))]
     if compare_to is not None:
-        extra.append(("Compare", LazyPane(lambda: ComparePane(compare_to, widget.trace, compare_label))))
+        extra.append(("Compare", LazyPane(lambda: ComparePane(compare_to, widget.trace, compare_label,
+                                                              timeline=widget.timeline))))
     widget.lazy_panes = dict(extra)
     titles = [panes.get_title(i) for i in range(len(panes.children))]
     panes.children = [*panes.children, *(pane for _, pane in extra)]
