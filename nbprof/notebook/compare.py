@@ -12,6 +12,7 @@ import numpy as np
 from ..analysis.averages import format_us, printable
 from ..analysis.diff import STATUSES, compare
 from ..timeline.html_text import html_text
+from .view_range import outline_and_show
 
 
 class ComparePane(ipywidgets.VBox):
@@ -48,15 +49,7 @@ class ComparePane(ipywidgets.VBox):
         texts = {p: paths.text(p) for p in np.unique(paths.of_event[ids]).tolist()}
         ids = ids[np.fromiter((texts[p] == row["call_path"] for p in paths.of_event[ids].tolist()),
                               bool, len(ids))]
-        if not len(ids):
-            return
-        self.timeline.highlight(ids)
-        start, end = int(trace.start_ns[ids].min()), int(trace.end_ns[ids].max())
-        if len(ids) == 1:
-            self.timeline.bring_into_view(start, end)
-        else:
-            pad = max((end - start) // 50, 1)
-            self.timeline.show_range(start - pad, end + pad)
+        outline_and_show(self.timeline, trace.start_ns[ids], trace.end_ns[ids], event_ids=ids)
 
 
 def diff_table(rows: list[dict], on_pick):

@@ -19,6 +19,7 @@ from ..analysis.findings import findings
 from ..analysis.kernel_summary import kernel_summary
 from ..analysis.steps import breakdown, step_table
 from ..analysis.tables import records
+from .view_range import outline_and_show
 
 
 class OverviewPane(ipywidgets.VBox):
@@ -91,15 +92,7 @@ class OverviewPane(ipywidgets.VBox):
         path = np.where(launch >= 0, self._paths.of_event[np.maximum(launch, 0)] if len(trace) else -1, -1)
         texts = {p: self._paths.text(p) for p in np.unique(path).tolist()}
         rows = rows[np.fromiter((texts[p] == row["call_path"] for p in path.tolist()), bool, len(rows))]
-        if not len(rows):
-            return
-        self.timeline.highlight((), rows)
-        start, end = int(trace.gpu_start_ns[rows].min()), int(trace.gpu_end_ns[rows].max())
-        if len(rows) == 1:
-            self.timeline.bring_into_view(start, end)
-        else:
-            pad = max((end - start) // 50, 1)
-            self.timeline.show_range(start - pad, end + pad)
+        outline_and_show(self.timeline, trace.gpu_start_ns[rows], trace.gpu_end_ns[rows], gpu_rows=rows)
 
     def _bar_tapped(self, _attr, _old, new) -> None:
         if new:
