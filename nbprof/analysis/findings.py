@@ -31,7 +31,7 @@ def findings(trace: Trace, result: StepBreakdown | None = None, kernels=None) ->
     share = np.divide(100.0 * idle, span, out=np.zeros(len(span)), where=span > 0)
     if len(share) and share.max() >= WORTH_SAYING_PCT:
         out.append(_idle_finding(trace, result, int(np.argmax(share)), float(share.max())))
-    out.extend(_step_outliers(windows.labels, c["wall_ns"]))
+    out.extend(_step_outliers(windows.labels, c["wall_ns"], windows.start_ns, c["end_ns"]))
     init = _cuda_init_finding(trace)
     if init:
         out.insert(0, init)  # it explains a slow first step, and any gap before the GPU work
@@ -137,15 +137,26 @@ def _where_cpu_was(trace: Trace, gap_start, gap_end, marker_rows) -> str:
     return text
 
 
-def _step_outliers(labels: list[str], wall_ns: np.ndarray) -> list[str]:
+def _step_outliers(labels: list[str], wall_ns: np.ndarray, start_ns: np.ndarray,
+                   end_ns: np.ndarray) -> list[str]:
+    """The longest and the shortest step, where they differ from the median by 1.5x, by the wall
+    time the step list and the bars show."""
     if len(wall_ns) < 3:
         return []
     median = float(np.median(wall_ns))
+    longest, shortest = int(np.argmax(wall_ns)), int(np.argmin(wall_ns))
+    # the GPU runs behind: a step's window reaches into the next one's, which then waits for it
+    queued_behind = bool((start_ns[1:] < end_ns[:-1]).any())
     out = []
-    for index in (int(np.argmax(wall_ns)), int(np.argmin(wall_ns))):
+    for index in (longest, shortest):
         ratio = wall_ns[index] / median if median else 1.0
         if ratio >= 1.5 or ratio <= 1 / 1.5:
+            why = "."
+            if index == 0 and index == longest:
+                why = "; a warm-up or a one-off (compilation, allocation)?"
+            elif index == 0 and queued_behind:
+                why = ("; it found the GPU idle, while each later step's GPU work queued behind "
+                       "the step before it (their windows overlap: the GPU sets the pace).")
             out.append(f"{labels[index]} took {format_us(wall_ns[index] / 1e3)}, {ratio:.2f}x the "
-                       f"median step ({format_us(median / 1e3)})"
-                       + ("; a warm-up or a one-off (compilation, allocation)?" if index == 0 else "."))
+                       f"median step ({format_us(median / 1e3)}){why}")
     return out

@@ -143,7 +143,7 @@ def test_real_trace_steps_agree_with_its_profiler_step_annotations(shared_traces
     assert [r["step"] for r in table] == [name for _, _, name in annotated]
     assert {r["source"] for r in table} == {"ProfilerStep"}
     for row, (ts, dur, _) in zip(table, annotated):
-        assert row["wall_us"] == pytest.approx(dur, abs=1e-3)
+        assert row["cpu_wall_us"] == pytest.approx(dur, abs=1e-3)
         assert row["start_ns"] - table[0]["start_ns"] == pytest.approx((ts - annotated[0][0]) * 1e3, abs=1)
 
     # GPU busy per step: the union of the intervals of the kernels, copies and sets its ops
@@ -153,7 +153,7 @@ def test_real_trace_steps_agree_with_its_profiler_step_annotations(shared_traces
         intervals = sorted(
             (int(trace.gpu_start_ns[g]), int(trace.gpu_end_ns[g])) for g in range(len(trace.gpu_start_ns))
             if trace.gpu_kind[g] in work and trace.gpu_launch[g] >= 0
-            and row["start_ns"] <= trace.start_ns[trace.gpu_launch[g]] < row["end_ns"])
+            and row["start_ns"] <= trace.start_ns[trace.gpu_launch[g]] < row["cpu_end_ns"])
         union, reach_start, reach_end = 0, None, None
         for start, end in intervals:
             if reach_end is None or start > reach_end:
@@ -166,7 +166,36 @@ def test_real_trace_steps_agree_with_its_profiler_step_annotations(shared_traces
         assert row["gpu_busy_us"] == pytest.approx(union / 1e3, abs=1e-3)
         assert row["compute_us"] + row["communication_us"] + row["memcpy_us"] == pytest.approx(
             row["gpu_busy_us"])
-        assert row["gpu_busy_us"] + row["gpu_idle_us"] <= row["wall_us"] + 200_000  # GPU runs behind
+        # the step's window holds its CPU part and the GPU work it launched
+        assert row["end_ns"] == max(row["cpu_end_ns"], max(end for _, end in intervals))
+        assert row["wall_us"] * 1e3 == pytest.approx(row["end_ns"] - row["start_ns"])
+        assert row["gpu_busy_us"] + row["gpu_idle_us"] <= row["wall_us"] + 1e-6
+
+
+def test_the_step_list_the_bars_and_the_findings_tell_the_same_story(shared_traces):
+    # ProfilerStep#101's CPU part is 35 ms, but its GPU work ran 98.8..196.5 ms: the list said
+    # "wall 35.116ms ... GPU busy 94.570ms", a finding "0.37x the median step", the bars drew it tallest
+    from nbprof.timeline.overview import step_bars
+    from nbprof.notebook.overview import OverviewPane
+
+    trace = nbprof.load(shared_traces / "gpu_training_step_68k.json.gz")
+    table = rows(trace.steps())
+    first = table[0]
+    assert first["step"] == "ProfilerStep#101"
+    assert first["cpu_wall_us"] == pytest.approx(35115.869, abs=1e-3)
+    assert first["wall_us"] == pytest.approx(101151.297, abs=1e-3)  # 95.34 ms .. its GPU work's end
+    for row in table:
+        assert row["gpu_busy_us"] <= row["wall_us"] and row["cpu_busy_us"] <= row["wall_us"]
+    _, source = step_bars(table, has_gpu=True)
+    heights = np.sum([source.data[name] for name in source.data if name.endswith("_ms")
+                      and name != "wall_ms"], axis=0)
+    assert heights == pytest.approx([row["wall_us"] / 1e3 for row in table])  # a bar is its wall time
+    label = OverviewPane._step_label(0, first)
+    assert label.startswith("1: ProfilerStep#101 · wall 101.151ms (CPU part 35.116ms)")
+    shortest = min(table, key=lambda row: row["wall_us"])
+    said = [line for line in trace.findings() if "the median step" in line]
+    assert said and said[0].startswith(f"{shortest['step']} took 101.151ms, 0.55x the median step")
+    assert "warm-up" not in said[0]  # the short first step is not a slow warm-up
 
 
 def test_kernel_summary_groups_by_kernel_and_launching_call_path():
