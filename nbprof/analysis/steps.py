@@ -12,8 +12,10 @@ busy (the union of the GPU work its ops launched, per device, never the sum), th
 into compute / communication / memcpy, and the GPU's idle time split by why:
 
 * **sync**: a blocking CPU call (``cudaDeviceSynchronize``, ``aten::item``, a synchronous memcpy...)
-  overlaps the gap or ends just as it starts: the CPU waited for the queue to drain, so the GPU
-  sat idle until the CPU queued work again;
+  was running when the GPU drained: it began before the gap and lasted until it (the CPU waited
+  for the queue to drain, so the GPU sat idle until the CPU queued work again). A quick call that
+  merely ends near, or runs inside, a gap did not wait for anything. A simulator's trace (numba's
+  ``NUMBA_ENABLE_CUDASIM``, ``meta["simulated"]``) has none: its kernels run inside their launch;
 * **launch**: a gap shorter than ``launch_gap_us`` between two pieces of work: launch latency
   (the CPU keeps up; each launch costs this much);
 * **host**: any other gap: nothing was queued because the CPU was busy elsewhere (Python, ops
@@ -35,7 +37,7 @@ import numpy as np
 
 from .averages import gpu_work_kinds
 from ..model import KIND_MEMCPY, KIND_MEMSET, NO_ID, Trace
-from ..model.intervals import covered_ns, gaps_in_windows, merge_by_group, touches_any, union_ns_by_group
+from ..model.intervals import covered_ns, gaps_in_windows, merge_by_group, union_ns_by_group
 from .tables import make_table
 
 # -- the --repeat run markers (the magic writes them, the steps and the repeat summary read them) --
@@ -322,14 +324,38 @@ def _cut(gap_start, gap_end, window_start, window_end):
 
 def _idle_kinds(trace: Trace, gap_start, gap_end, launch_gap_us: float) -> np.ndarray:
     """Per idle gap, its kind (index into IDLE_KINDS)."""
-    sync_ids = [i for i, name in enumerate(trace.names) if SYNC_CALLS.search(name)]
-    sync_rows = np.flatnonzero(np.isin(trace.name_id, sync_ids))
-    _, sync_start, sync_end = merge_by_group(np.zeros(len(sync_rows)), trace.start_ns[sync_rows],
-                                             trace.end_ns[sync_rows])
     kinds = np.zeros(len(gap_start), np.int64)  # host
     kinds[gap_end - gap_start < launch_gap_us * 1e3] = IDLE_KINDS.index("launch")
-    kinds[touches_any(sync_start, sync_end, gap_start, gap_end)] = IDLE_KINDS.index("sync")
+    kinds[blocking_call_at(trace, gap_start, launch_gap_us) >= 0] = IDLE_KINDS.index("sync")
     return kinds
+
+
+def blocking_call_at(trace: Trace, gap_start, slack_us: float = DEFAULT_LAUNCH_GAP_US,
+                     outermost: bool = False) -> np.ndarray:
+    """Per gap, the blocking call (a row) that waited for the GPU to drain at its start: one that
+    began before the gap and ran until it (to within ``slack_us``: the CPU and GPU clocks are
+    aligned only that well), the longest-running such call; -1 where none did. ``outermost``:
+    aten::item rather than the cudaStreamSynchronize inside it. None on a simulated trace."""
+    gap_start = np.asarray(gap_start, np.int64)
+    found = np.full(len(gap_start), -1, np.int64)
+    if trace.meta.get("simulated"):
+        return found
+    sync_ids = [i for i, name in enumerate(trace.names) if SYNC_CALLS.search(name)]
+    rows = np.flatnonzero(np.isin(trace.name_id, sync_ids))
+    if outermost:
+        rows = rows[~np.isin(trace.parent[rows], rows)]
+    if not len(rows) or not len(gap_start):
+        return found
+    rows = rows[np.argsort(trace.start_ns[rows], kind="stable")]
+    ends = trace.end_ns[rows]
+    reach = np.maximum.accumulate(ends)  # per row: the latest end of a call begun by then
+    reacher = np.maximum.accumulate(np.where(ends == reach, np.arange(len(rows)), 0))
+    before = np.searchsorted(trace.start_ns[rows], gap_start, side="left") - 1
+    has = before >= 0
+    last = np.maximum(before, 0)
+    covers = has & (reach[last] >= gap_start - int(slack_us * 1e3))
+    found[covers] = rows[reacher[last[covers]]]
+    return found
 
 
 def cpu_time_in(trace: Trace, gap_start, gap_end, rows: np.ndarray | None = None) -> np.ndarray:

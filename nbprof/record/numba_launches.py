@@ -344,6 +344,8 @@ class NumbaLaunchRecorder:
             rows.cpu(tid, start_ns - base, end_ns - base, COMPILE_PREFIX + qualname,
                      {"what": "numba.cuda JIT compilation (first launch of a signature)"})
         meta["notes"] += self.notes + self._launch_notes
+        if self.simulator and launches:  # the analysis says so, and finds no wait on the GPU
+            meta["simulated"] = "numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1)"
         if self._untimed:
             meta["notes"].append(NOTE_UNTIMED.format(count=self._untimed,
                                                      error=self._untimed_error))

@@ -101,6 +101,23 @@ def test_numba_and_torch_in_one_block_nest_and_order():
 
 
 @simulator
+def test_findings_on_a_simulator_trace_say_simulated_and_blame_no_sync():
+    # the kernel runs inside its launch; the quick aten::item after it waited for no GPU. It was
+    # "the CPU blocked in aten::item until the GPU drained, then queued nothing for 1.071s"
+    with nbprof.profile() as prof:
+        torch_numba.mixed_step()
+        time.sleep(0.05)  # a pause with no op: the (simulated) GPU idles while Python runs
+        torch_numba.mixed_step()
+    trace = prof.trace
+    assert "simulator" in trace.meta["simulated"]
+    said = trace.findings()
+    assert said[0].startswith("Simulated: numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1) ran the kernels")
+    assert not any("blocked in" in line or "waiting on a sync" in line for line in said)
+    assert all(row["idle_sync_us"] == 0 for row in trace.steps().to_dict("records"))
+    assert any(line.startswith("Simulated GPU busy") for line in said)
+
+
+@simulator
 def test_a_worker_threads_launch_is_on_that_threads_lane():
     worker_tid = []
 

@@ -79,6 +79,18 @@ def test_a_sync_gap_names_the_blocking_call():
         "aten::item until the GPU drained")
 
 
+def test_a_quick_sync_call_inside_a_gap_did_not_block():
+    # aten::item (1 us) runs 200 us into a 900 us gap: the GPU had drained long before; the CPU
+    # was in aten::foo. It was called "the CPU blocked in aten::item until the GPU drained"
+    trace = build([("ProfilerStep#1", 0, 1000), ("aten::mm", 0, 10), ("aten::foo", 120, 950),
+                   ("aten::item", 300, 301), ("aten::add", 950, 960)],
+                  [("k1", 10, 100, 1, 7), ("k2", 960, 1000, 4, 7)])
+    [step] = rows(trace.steps())
+    assert step["idle_sync_us"] == 0 and step["idle_host_us"] == pytest.approx(10 + 860)
+    finding = trace.findings()[0]
+    assert "blocked" not in finding and "host-bound: the CPU spent it in aten::foo" in finding
+
+
 def test_gpu_busy_is_the_union_of_a_steps_work_not_its_sum():
     # two streams overlap (0..100 and 50..150), a CUDA-event op interval holds a kernel (200..300
     # holds 220..240: the kernels measure the work, the interval's idle rest is not busy), a copy
