@@ -378,9 +378,9 @@ STEP_COLUMNS = ("wall", "cpu_wall", "cpu_busy", "gpu_busy", "compute", "communic
 
 
 def steps(trace: Trace, launch_gap_us: float = DEFAULT_LAUNCH_GAP_US):
-    """The step table of ``trace`` (a DataFrame with pandas, else a list of row dicts; ``.table()``
-    either way). Times in microseconds; ``start_ns`` / ``end_ns`` are the step's window (its CPU
-    part and the GPU work it launched), ``cpu_end_ns`` where its CPU part ended."""
+    """The step table of ``trace``: a DataFrame (``.table()``, and printing it, give it as text).
+    Times in microseconds; ``start_ns`` / ``end_ns`` are the step's window (its CPU part and the
+    GPU work it launched), ``cpu_end_ns`` where its CPU part ended."""
     return step_table(breakdown(trace, launch_gap_us=launch_gap_us))
 
 

@@ -227,18 +227,21 @@ def test_kernel_summary_groups_by_kernel_and_launching_call_path():
     assert "aten::addmm" in trace.kernel_summary().table()
 
 
-def test_tables_are_lists_of_rows_with_a_text_form_without_pandas():
-    code = (
-            "import nbprof\n"
-            "t = nbprof.Trace.build(start_ns=[0, 10], end_ns=[100, 50], thread=[0, 0], name_id=[0, 1],"
-            " names=['ProfilerStep#1', 'aten::mm'], threads=[(1, 1, 'main')])\n"
-            "s = t.steps()\n"
-            "print(type(s).__mro__[1].__name__, s[0]['cpu_busy_us'])\n"
-            "print(s.table())\n")
-    result = run_without(code, ("pandas",))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Rows 0.04")  # 40 ns
-    assert "ProfilerStep#1" in result.stdout
+def test_table_answers_are_dataframes_that_print_as_text_tables():
+    import pandas
+
+    trace = build(IDLE_EVENTS, IDLE_KERNELS)
+    answers = [trace.steps(), trace.kernel_summary(), trace.gpu_agreement(), trace.rank_summary(),
+               nbprof.diff(trace, trace), nbprof.diff(trace, trace, by="call_path")]
+    for answer in answers:
+        assert isinstance(answer, pandas.DataFrame)
+        assert repr(answer) == str(answer) == answer.table()  # units, a readable header
+    assert repr(answers[0]).startswith("1 steps (from ProfilerStep)")
+    assert "ProfilerStep#7" in repr(answers[0]) and "608.000us" in repr(answers[0])
+    assert isinstance(trace.key_averages(), list)  # torch's shape: an EventList-like list
+    # a frame that keeps the columns keeps its text; one that lost them prints as pandas does
+    assert answers[1][answers[1]["count"] > 0].table().startswith(answers[1].table().splitlines()[0])
+    assert "total_us" in repr(answers[1][["name", "total_us"]])
 
 
 def test_a_merged_jobs_ranks_share_their_steps(shared_traces):
