@@ -383,7 +383,8 @@ class NumbaLaunchRecorder:
          code, instruction, events, error, dispatcher) = launch
         name = NAME_PREFIX + qualname
         stream = self._stream_number(handle)
-        args = {"grid": str(dim3(grid)), "block": str(dim3(block)),
+        # grid and block as Kineto stores a kernel's: integer lists [x, y, z]
+        args = {"grid": list(dim3(grid)), "block": list(dim3(block)),
                 "stream": "default" if handle == 0 else hex(handle),
                 "shared memory (bytes)": int(sharedmem or 0),
                 "arguments": ", ".join(map(argument_signature, arg_sigs)),
@@ -409,9 +410,11 @@ class NumbaLaunchRecorder:
             return None
         row = rows.cpu(tid, start_ns - base_ns, end_ns - base_ns, name, args)
         own = (name, row, start_ns - base_ns, args)
+        # its GPU interval says how it was launched too, as a CUPTI kernel's args do
+        config = {key: args[key] for key in LAUNCH_CONFIG}
         if self.simulator:
             rows.gpu(start_ns - base_ns, end_ns - base_ns, name, stream, row,
-                     {"simulated": "the simulator's run on the CPU"})
+                     {**config, "simulated": "the simulator's run on the CPU"})
         elif events == _RECORD_FAILED:
             self._untimed += 1
             self._untimed_error = _RECORD_FAILED
@@ -421,7 +424,7 @@ class NumbaLaunchRecorder:
         elif numba_interval is not None:
             gpu_start_ns, gpu_end_ns = numba_interval
             rows.gpu(gpu_start_ns, gpu_end_ns, name, stream, row,
-                     {"stream handle": hex(handle), "timed by": "numba's CUDA events"})
+                     {**config, "stream handle": hex(handle), "timed by": "numba's CUDA events"})
         return own
 
     def _stream_number(self, handle: int) -> int:
@@ -429,6 +432,10 @@ class NumbaLaunchRecorder:
         if handle == 0:
             return 0
         return self._stream_numbers.setdefault(handle, len(self._stream_numbers) + 1)
+
+
+# what a numba launch's GPU interval repeats of its slice's args
+LAUNCH_CONFIG = ("grid", "block", "stream", "shared memory (bytes)", "arguments", "launched at")
 
 
 def _legacy_profiler_on(torch) -> bool:
