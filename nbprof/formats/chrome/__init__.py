@@ -88,6 +88,7 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
     if found.unmatched:
         loader.notes.append(f"{found.unmatched} B/E (begin/end) events found no partner on "
                             f"their thread and were left out")
+    loader.notes += found.async_notes
     trace = loader.trace(found)
     del found, loader
     give_back_freed_memory()
