@@ -225,3 +225,14 @@ def test_the_timeline_has_async_lanes_per_process_after_its_threads(tmp_path):
                           "pid 1 · async · legacy", "pid 2 · async · g"]
     assert view.lane_labels == ["main thread", "async · req", "async · req (2)",
                                 "async · legacy", "async · g"]
+
+
+def test_ranks_merged_keep_their_async_lanes(tmp_path):
+    first = load(tmp_path, many_shapes(), name="job.rank0.json")
+    load(tmp_path, [{"ph": "X", "name": "more", "pid": 1, "tid": 2, "ts": 0, "dur": 5},
+                    *many_shapes()], name="job.rank1.json")
+    merged = nbprof.load(sorted(tmp_path.glob("job.rank*.json")))
+    async_threads = merged.meta["async_threads"]
+    assert [merged.threads[t].name for t in async_threads] == \
+        [first.threads[t].name for t in first.meta["async_threads"]] * 2
+    assert sum(label.endswith("async · req") for label in Timeline(merged).lanes) == 2
