@@ -3,6 +3,7 @@ process (threads of the Trace, listed in meta["async_threads"]), nested where th
 summarised, exported and loaded back exactly."""
 
 import json
+import random
 
 import numpy as np
 import pytest
@@ -236,3 +237,28 @@ def test_ranks_merged_keep_their_async_lanes(tmp_path):
     assert [merged.threads[t].name for t in async_threads] == \
         [first.threads[t].name for t in first.meta["async_threads"]] * 2
     assert sum(label.endswith("async · req") for label in Timeline(merged).lanes) == 2
+
+
+ODD_VALUES = [None, "", "x", "1", [], [1, 2], {}, {"a": [1]}, 0, -1, 1.5, 1e300, -1e300, 2 ** 70,
+              -(2 ** 64), True, 4294967295, 1e16, {"global": "1"}, {"local": [1]},
+              {"local": "2"}, "\u202e<b>"]
+
+
+def test_hostile_async_events_load_with_notes_never_an_error(tmp_path):
+    """Odd values in any field of async events among good ones: the file loads (what cannot
+    be read is left out with a note), summarises, exports and loads back."""
+    rng = random.Random(20261204)
+    for case in range(120):
+        events = []
+        for _ in range(6):
+            event = {"ph": rng.choice("beSTFn"), "name": rng.choice("ab"), "cat": "c",
+                     "id": rng.choice([1, 2]), "pid": 1, "tid": 1, "ts": rng.randrange(100)}
+            if rng.random() < 0.7:
+                event[rng.choice(["name", "cat", "id", "id2", "pid", "tid", "ts", "args"])] = \
+                    rng.choice(ODD_VALUES)
+            events.append(event)
+        trace = load(tmp_path, events)
+        assert "phases nbprof does not read" not in notes(trace)  # each is read or noted
+        trace.table()
+        again = nbprof.load(trace.export_chrome_trace(tmp_path / "again.json"))
+        assert len(again) == len(trace), (case, events)

@@ -27,14 +27,13 @@ them, the exports write them and load them back exactly.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .phases import RawInstants, display_name, merged_args
-from .read import Event, canonical_id, hashable, number_or_nan
+from .read import MAX_TIME_US, Event, canonical_id, hashable, number_or_nan
 
 ASYNC_PHASES = ("b", "e", "n", "S", "T", "F")
 NO_NAME = "[No name]"  # Perfetto's name for a slice whose events have none
@@ -155,7 +154,7 @@ class AsyncEvents:
                     self.unusable += 1
                 continue
             ts = number_or_nan(event.ts)
-            if not (math.isfinite(ts) and hashable(event.pid) and event.pid is not None):
+            if not (abs(ts) <= MAX_TIME_US and hashable(event.pid) and event.pid is not None):
                 self.unusable += 1
                 continue
             self.points.append((ts, base + row, event))
@@ -192,6 +191,9 @@ class AsyncEvents:
                     unmatched_ends += 1
                     continue
                 track.open.remove(begin)
+                if ts - begin.ts > MAX_TIME_US:  # no trace spans that: a wrong ts
+                    self.unusable += 2
+                    continue
                 track.slices += _closed(begin, ts, event)
         unmatched_begins = sum(len(track.open) for track in tracks.values())
         lanes = _lanes(track for track in tracks.values() if track.slices)
@@ -250,9 +252,10 @@ def _closed(begin: _Open, end_ts: float, end) -> list:
     its steps' sub-slices."""
     first = begin.event
     name = first.name if first.name is not None else end.name
+    cat = next((c for c in (first.cat, end.cat) if c is not None and hashable(c)), None)
     args = merged_args(first.args, end.args)
     whole = Event(ph=first.ph, name=NO_NAME if name is None else display_name(name),
-                  cat=first.cat if first.cat is not None else end.cat, ts=begin.ts,
+                  cat=cat, ts=begin.ts,
                   dur=end_ts - begin.ts, args=args)
     if not begin.steps:
         return [(begin.row, whole)]
