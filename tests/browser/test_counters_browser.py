@@ -45,7 +45,8 @@ def test_counters_instants_and_notes_draw_as_text(tmp_path):
               const steps = strip.renderers.filter(r => r.name === 'nbprof_counter');
               return {shared: strip.x_range === doc.get_model_by_name('nbprof_plot').x_range,
                       height: view.el.getBoundingClientRect().height,
-                      samples: steps.map(r => r.data_source.data.x.length),  // one series: 2 samples, 3 points
+                      // one series of 2 samples: 3 points of its step line
+                      samples: steps.map(r => r.data_source.data.x.length),
                       // Bokeh draws each element in a shadow root
                       text: [...doc.all_models].filter(m => m.name === 'nbprof_load_note')
                         .map(m => { const el = Bokeh.index.find_one(m).el;

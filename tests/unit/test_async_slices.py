@@ -21,9 +21,10 @@ def load(tmp_path, events, name="t.json"):
 
 
 def async_slices(trace):
-    """(name, start µs, end µs, depth, parent's name, lane name) of each event on an async lane."""
+    """(name, start µs, end µs, depth, parent's name, lane name) of each async lane's event."""
     lanes = set(trace.meta.get("async_threads", ()))
-    return sorted((event.name, event.cpu_interval.start_ns / 1000, event.cpu_interval.end_ns / 1000,
+    return sorted((event.name, event.cpu_interval.start_ns / 1000,
+                   event.cpu_interval.end_ns / 1000,
                    event.depth, None if event.parent is None else trace.events[event.parent].name,
                    event.thread.name)
                   for event in trace.events if int(trace.thread[event.id]) in lanes)
@@ -33,9 +34,9 @@ def notes(trace):
     return " | ".join(trace.meta.get("notes", []))
 
 
-def pair(begin: dict, end: dict, ts=(10, 30), name="req", ph="be"):
+def pair(begin: dict, end: dict, ts=(10, 30), name="req"):
     common = {"name": name, "pid": 1, "tid": 1}
-    return [{**common, "ph": ph[0], "ts": ts[0], **begin}, {**common, "ph": ph[1], "ts": ts[1], **end}]
+    return [{**common, "ph": "b", "ts": ts[0], **begin}, {**common, "ph": "e", "ts": ts[1], **end}]
 
 
 @pytest.mark.parametrize("ids", [
@@ -262,3 +263,11 @@ def test_hostile_async_events_load_with_notes_never_an_error(tmp_path):
         trace.table()
         again = nbprof.load(trace.export_chrome_trace(tmp_path / "again.json"))
         assert len(again) == len(trace), (case, events)
+
+
+def test_an_async_slice_is_not_cpu_busy_time(tmp_path):
+    events = [{"ph": "X", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "X", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 10, "dur": 10},
+              *pair({"id": 1, "ts": 5}, {"id": 1, "ts": 95}, name="fetch")]
+    steps = load(tmp_path, events).steps()
+    assert steps["cpu_busy_us"].tolist() == [10.0] and steps["wall_us"].tolist() == [100.0]

@@ -229,7 +229,8 @@ class Load:
             stacks=cpu_extras["stacks"], meta=self.meta(round(origin_us * 1000)))
         async_lanes = async_threads(self.lane_index)
         if async_lanes:  # which threads are async tracks' lanes (async_slices.py)
-            trace.meta[ASYNC_META_KEY] = async_lanes
+            trace.meta[ASYNC_META_KEY] = sorted({*trace.meta.get(ASYNC_META_KEY, ()),
+                                                 *async_lanes})
         give_back_freed_memory()
         return self.finish(trace)
 
@@ -349,7 +350,8 @@ class NbprofLoad(Load):
             tid_ids = int_ids([tid for _pid, tid in known + unknown])
             for key in unknown:
                 lanes[key] = len(threads)
-                threads.append((pid_ids[key[0]], tid_ids[key[1]], f"thread {key[1]}"))
+                threads.append((pid_ids[key[0]], tid_ids[key[1]],
+                                getattr(key[1], "label", None) or f"thread {key[1]}"))
         self.lane_index = lanes
         return [lanes[key] for key in distinct], threads
 
