@@ -27,6 +27,8 @@ them, the exports write them and load them back exactly.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -86,19 +88,16 @@ def track_scope(event) -> tuple | None:
     """The key of the track an async event lies on, or None where it has no usable id."""
     cat = event.cat if isinstance(event.cat, str) else ""
     own = id_text(event.id)
-    id2 = event.id2 if isinstance(event.id2, dict) else {}
-    global_id, local_id = id_text(id2.get("global")), id_text(id2.get("local"))
     if own:
         return ("global", cat, own)
+    id2 = event.id2 if isinstance(event.id2, dict) else {}
+    global_id = id_text(id2.get("global"))
     if global_id:
         return ("global", cat, global_id)
+    local_id = id_text(id2.get("local"))
     if local_id and hashable(event.pid) and event.pid is not None:
         return ("local", canonical_id(event.pid), cat, local_id)
     return None
-
-
-def has_async_id(event) -> bool:
-    return track_scope(event) is not None
 
 
 @dataclass
@@ -118,6 +117,8 @@ class _Track:
     open: list = field(default_factory=list)  # _Open, innermost last
     slices: list = field(default_factory=list)  # (row, Event)
     instants: list = field(default_factory=list)  # (ts, name, the event's own thread)
+    start: float = math.inf  # of its slices
+    end: float = -math.inf
 
 
 @dataclass
@@ -138,7 +139,7 @@ class AsyncEvents:
     paired once the whole file is read."""
 
     def __init__(self):
-        self.points = []  # (ts, row, event)
+        self.points = []  # (ts, row, track key, event)
         self.unusable = 0
 
     def add(self, events: list, rows: np.ndarray, base: int) -> np.ndarray:
@@ -147,7 +148,8 @@ class AsyncEvents:
         plain = []
         for row in rows.tolist():
             event = events[row]
-            if track_scope(event) is None:
+            scope = track_scope(event)
+            if scope is None:
                 if event.ph == "n":
                     plain.append(row)
                 else:
@@ -157,15 +159,14 @@ class AsyncEvents:
             if not (abs(ts) <= MAX_TIME_US and hashable(event.pid) and event.pid is not None):
                 self.unusable += 1
                 continue
-            self.points.append((ts, base + row, event))
+            self.points.append((ts, base + row, scope, event))
         return np.array(plain, np.int64)
 
     def finish(self) -> AsyncFound:
         tracks: dict = {}
         unmatched_ends = unmatched_steps = 0
         self.points.sort(key=lambda point: (point[0], point[1]))  # Perfetto's order: by time
-        for ts, row, event in self.points:
-            scope = track_scope(event)
+        for ts, row, scope, event in self.points:
             track = tracks.get(scope)
             if track is None:
                 track = tracks[scope] = _Track(pid=canonical_id(event.pid))
@@ -195,6 +196,8 @@ class AsyncEvents:
                     self.unusable += 2
                     continue
                 track.slices += _closed(begin, ts, event)
+                track.start = min(track.start, begin.ts)
+                track.end = max(track.end, ts)
         unmatched_begins = sum(len(track.open) for track in tracks.values())
         lanes = _lanes(track for track in tracks.values() if track.slices)
         lanes += [(track, None) for track in tracks.values() if not track.slices]
@@ -269,22 +272,17 @@ def _closed(begin: _Open, end_ts: float, end) -> list:
 
 def _lanes(tracks) -> list:
     """Each track (of those with slices) with its AsyncLane: tracks of one name in one process
-    share a lane while their spans do not overlap."""
-    spans = []
-    for track in tracks:
-        times = [(event.ts, event.ts + event.dur) for _row, event in track.slices] + \
-            [(ts, ts) for ts, _name, _thread in track.instants]
-        if times:
-            spans.append((min(start for start, _ in times), max(end for _, end in times), track))
-    lane_ends = defaultdict(list)  # (pid, name) -> each lane's last end
+    share a lane while their spans do not overlap (each takes the lane free the longest, a heap
+    per name: a name may have thousands of tracks in flight)."""
+    free = defaultdict(list)  # (pid, name) -> heap of (a lane's last end, its index)
     placed = []
-    for start, end, track in sorted(spans, key=lambda span: (span[0], span[1])):
+    for track in sorted(tracks, key=lambda track: (track.start, track.end)):
         name = track.name if track.name is not None else NO_NAME
-        ends = lane_ends[(track.pid, name)]
-        index = next((k for k, last in enumerate(ends) if last <= start), len(ends))
-        if index == len(ends):
-            ends.append(end)
+        lanes = free[(track.pid, name)]
+        if lanes and lanes[0][0] <= track.start:
+            index = heapq.heapreplace(lanes, (track.end, lanes[0][1]))[1]
         else:
-            ends[index] = end
+            index = len(lanes)
+            heapq.heappush(lanes, (track.end, index))
         placed.append((track, AsyncLane(name, index)))
     return placed
