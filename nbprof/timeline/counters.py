@@ -26,6 +26,7 @@ INSTANT_COLOR = "#555555"
 MAX_NOTES_SHOWN = 8
 MAX_STRIP_PX = 2800  # the counters strip's most height: rows shrink past it
 MIN_LABEL_PX = 12  # rows thinner than this label only every k-th row
+MAX_VLINE_SERIES = 20  # past this many series the hover shows the sample under the mouse
 
 
 def extra_rows(trace: Trace, plot, size: dict) -> tuple[list, list]:
@@ -77,8 +78,10 @@ def _strip(trace: Trace, plot, size: dict) -> list:
                    name="nbprof_counter")
         samples = strip.scatter(x="x", y="y", source=points, size=6, alpha=0,
                                 name="nbprof_counter_samples")
+        # a vertical line hits a sample of every series: with many, only the one under the mouse
         strip.add_tools(HoverTool(tooltips=[("counter", "@name"), ("value", "@value")],
-                                  renderers=[samples], mode="vline"))
+                                  renderers=[samples],
+                                  mode="vline" if len(series) <= MAX_VLINE_SERIES else "mouse"))
     if has_instants:
         row = len(series)
         labels[row + 0.5] = "instant events"

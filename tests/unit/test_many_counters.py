@@ -27,6 +27,9 @@ def test_ten_thousand_series_are_one_glyph():
     samples = strip.select_one({"name": "nbprof_counter_samples"}).data_source.data
     assert len(samples["value"]) == 50_000 and samples["name"][-1] == "queue 9999 (pid 1)"
     assert samples["value"][-1] == 4 * 10_000
+    hover = [tool for tool in strip.tools if tool.renderers == [strip.select_one(
+        {"name": "nbprof_counter_samples"})]]
+    assert [tool.mode for tool in hover] == ["mouse"]  # not 10,000 tooltips down a vline
     # the strip stays a height a browser draws; labels thin out instead of overlapping
     assert strip.height <= 2800 + 30
     assert 0 < len(strip.yaxis[0].ticker.ticks) < 10_000

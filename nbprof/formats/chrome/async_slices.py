@@ -44,7 +44,7 @@ META_KEY = "async_threads"  # trace.meta: the thread indices that are async lane
 
 class AsyncLane:
     """The tid of an async lane while a file loads: the k-th lane (from 0) of async tracks named
-    ``name`` in its process. Equal only to itself, never to a tid the file spells."""
+    ``name`` in its process. Never equal to a tid the file spells."""
 
     __slots__ = ("name", "index")
 
