@@ -271,3 +271,12 @@ def test_an_async_slice_is_not_cpu_busy_time(tmp_path):
               *pair({"id": 1, "ts": 5}, {"id": 1, "ts": 95}, name="fetch")]
     steps = load(tmp_path, events).steps()
     assert steps["cpu_busy_us"].tolist() == [10.0] and steps["wall_us"].tolist() == [100.0]
+
+
+def test_lane_names_stay_unique_in_a_process(tmp_path):
+    events = [*pair({"id": 1}, {"id": 1}, ts=(10, 30)), *pair({"id": 2}, {"id": 2}, ts=(20, 40)),
+              *pair({"id": 3}, {"id": 3}, ts=(20, 40), name="req (2)")]
+    trace = load(tmp_path, events)
+    names = [trace.threads[t].name for t in trace.meta["async_threads"]]
+    assert sorted(names) == ["req", "req (2)", "req (2) #2"]
+    assert len(set(Timeline(trace).lanes)) == 4

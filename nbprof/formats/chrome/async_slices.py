@@ -215,10 +215,16 @@ class AsyncEvents:
                 # instant alone makes no lane)
                 instants.pid.append(track.pid)
                 instants.tid.append(own_thread if lane is None else lane)
+        used = set()  # (pid, label): a lane's label names it in the timeline's lane filter
         for pid, lane in dict.fromkeys((track.pid, lane) for track, lane in lanes
                                        if lane is not None):
+            label, again = lane.label, 1
+            while (pid, label) in used:  # a track named "req (2)" beside req's second lane
+                again += 1
+                label = f"{lane.label} #{again}"
+            used.add((pid, label))
             metadata.append(Event(ph="M", name="thread_name", pid=pid, tid=lane,
-                                  args={"name": lane.label}))
+                                  args={"name": label}))
         order = sorted(range(len(rows)), key=rows.__getitem__)
         return AsyncFound(slices=[slices[i] for i in order], rows=[rows[i] for i in order],
                           instants=instants, metadata=metadata,
