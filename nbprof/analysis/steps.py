@@ -187,7 +187,7 @@ def _cpu_busy(trace: Trace, windows: StepWindows) -> np.ndarray:
     children lie inside them); the step markers and spans that hold the whole step do not count,
     nor do async slices (a request in flight is no thread's work; formats/chrome/async_slices)."""
     start, end = windows.start_ns, windows.end_ns
-    excluded = np.isin(trace.thread, np.array(trace.meta.get("async_threads") or (), np.int64))
+    excluded = trace.async_thread_mask()[trace.thread]
     excluded[windows.marker_rows] = True
     step_of_event = windows.of_times(trace.start_ns)
     excluded |= _holds_step(trace, start, end)

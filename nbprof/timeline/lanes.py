@@ -134,8 +134,7 @@ def build_lanes(trace: Trace) -> Lanes:
     # CPU lanes: threads that hold events, ordered by (rank, pid, tid).
     used_threads = np.unique(trace.thread)
     threads = [trace.threads[t] for t in used_threads]
-    async_threads = set(trace.meta.get("async_threads") or ())  # formats/chrome/async_slices.py
-    is_async = [int(t) in async_threads for t in used_threads]
+    is_async = trace.async_thread_mask()[used_threads].tolist()
     thread_order = sorted(range(len(threads)), key=lambda i: (  # each process's main thread first,
         thread_rank[used_threads[i]], threads[i].pid, is_async[i],  # its async lanes last
         threads[i].tid != threads[i].pid, shown_tid(threads[i].tid)))

@@ -280,3 +280,12 @@ def test_lane_names_stay_unique_in_a_process(tmp_path):
     names = [trace.threads[t].name for t in trace.meta["async_threads"]]
     assert sorted(names) == ["req", "req (2)", "req (2) #2"]
     assert len(set(Timeline(trace).lanes)) == 4
+
+
+@pytest.mark.parametrize("listed", [5, "1", [1.5, None, -1, 99, True], {"a": 1}])
+def test_a_damaged_async_threads_entry_marks_no_lane(tmp_path, listed):
+    trace = load(tmp_path, pair({"id": 1}, {"id": 1}))
+    assert trace.async_thread_mask().tolist() == [False, True]
+    trace.meta["async_threads"] = listed
+    assert not trace.async_thread_mask().any()
+    assert Timeline(trace).lane_labels == ["main thread", "req"]  # drawn as a thread
