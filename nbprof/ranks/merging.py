@@ -47,7 +47,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         thread_base = len(threads)
         threads += trace.threads
         thread_rank += [rank] * len(trace.threads)
-        async_threads += [thread_base + t for t in trace.meta.get("async_threads") or ()]
+        async_threads += (np.flatnonzero(trace.async_thread_mask()) + thread_base).tolist()
         own = np.unique(trace.gpu_device)
         device_map = np.zeros(int(own.max(initial=0)) + 1, np.int16)
         for device in own.tolist():
