@@ -289,3 +289,17 @@ def test_a_damaged_async_threads_entry_marks_no_lane(tmp_path, listed):
     trace.meta["async_threads"] = listed
     assert not trace.async_thread_mask().any()
     assert Timeline(trace).lane_labels == ["main thread", "req"]  # drawn as a thread
+
+
+def test_an_end_names_the_begin_it_closes_as_perfetto_matches_them(tmp_path):
+    def ev(ph, ts, **more):
+        return {"ph": ph, "id": 1, "pid": 1, "tid": 1, "ts": ts, **more}
+
+    events = [ev("b", 10), ev("e", 20, name="x"),  # a named end never closes a nameless begin
+              ev("e", 30, name=""),  # an empty name is none: it closes the innermost
+              ev("b", 40, name=7), ev("e", 50, name="7")]  # a number names as its text
+    trace = load(tmp_path, events)
+    # the track is named by its first event with a name, the unmatched end (as in Perfetto)
+    assert async_slices(trace) == [("7", 40, 50, 0, None, "x"),
+                                   ("[No name]", 10, 30, 0, None, "x")]
+    assert "1 async ends (e/F) found no open begin" in notes(trace)

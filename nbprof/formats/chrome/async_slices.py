@@ -249,9 +249,14 @@ class AsyncEvents:
 
 def _innermost(stack: list, name) -> _Open | None:
     """The innermost open begin an end (or a step) named ``name`` closes: any where it has no
-    name (Perfetto's slice_tracker)."""
+    name, else one of that name (Perfetto's slice_tracker; a begin without a name is named
+    NO_NAME there, so only an end without a name closes it)."""
+    if name is None or name == "":
+        return stack[-1] if stack else None
+    wanted = display_name(name)
     for begin in reversed(stack):
-        if name is None or begin.event.name is None or begin.event.name == name:
+        has = begin.event.name
+        if (NO_NAME if has is None or has == "" else display_name(has)) == wanted:
             return begin
     return None
 
@@ -263,7 +268,7 @@ def _closed(begin: _Open, end_ts: float, end) -> list:
     name = first.name if first.name is not None else end.name
     cat = next((c for c in (first.cat, end.cat) if c is not None and hashable(c)), None)
     args = merged_args(first.args, end.args)
-    whole = Event(ph=first.ph, name=NO_NAME if name is None else display_name(name),
+    whole = Event(ph=first.ph, name=NO_NAME if name in (None, "") else display_name(name),
                   cat=cat, ts=begin.ts,
                   dur=end_ts - begin.ts, args=args)
     if not begin.steps:
