@@ -399,6 +399,8 @@ class NumbaLaunchRecorder:
         # the kernel starts after a compilation inside its launch (its CPU time: a lower bound)
         compiled_ns = max((end - base_ns for end in compile_ends.get(tid, ())
                            if start_ns <= end <= end_ns), default=None)
+        # its GPU interval says how it was launched too, as a CUPTI kernel's args do
+        config = {key: args[key] for key in LAUNCH_CONFIG}
         if op_row >= 0:  # torch's profiler timed it: its op is the launch's slice (and Kineto
             # links CUPTI's kernel to that op by correlation)
             rows.annotate(op_row, args)
@@ -406,12 +408,10 @@ class NumbaLaunchRecorder:
                 gpu_start = int(rows.trace.gpu_start_ns[gpu_row])
                 clipped = None if compiled_ns is None else min(max(gpu_start, compiled_ns),
                                                                int(rows.trace.gpu_end_ns[gpu_row]))
-                rows.move_gpu(gpu_row, stream, {"stream handle": hex(handle)}, clipped)
+                rows.move_gpu(gpu_row, stream, {**config, "stream handle": hex(handle)}, clipped)
             return None
         row = rows.cpu(tid, start_ns - base_ns, end_ns - base_ns, name, args)
         own = (name, row, start_ns - base_ns, args)
-        # its GPU interval says how it was launched too, as a CUPTI kernel's args do
-        config = {key: args[key] for key in LAUNCH_CONFIG}
         if self.simulator:
             rows.gpu(start_ns - base_ns, end_ns - base_ns, name, stream, row,
                      {**config, "simulated": "the simulator's run on the CPU"})

@@ -560,6 +560,7 @@ def test_a_torch_timed_launch_is_its_record_functions_op_on_its_stream():
     assert on_user.args["launched at"].endswith(f"test_numba_launches.py:{launch_line_no()}")
     (default_gpu,), (user_gpu,) = on_default.kernels, on_user.kernels
     assert default_gpu.stream == 0 and user_gpu.stream != 0
+    assert user_gpu.args["grid"] == [8, 1, 1] and user_gpu.args["launched at"] == on_user.args["launched at"]
     compiles = [e for e in trace.events if e.name == "numba::compile saxpy"]
     (compiling,) = compiles
     assert compiling.parent == on_user.id
