@@ -97,8 +97,9 @@ def runtime_call_of(trace: Trace, row: int) -> int | None:
         return None
     # the op's subtree: its thread's runtime calls starting inside it (CPU rows are sorted by
     # start), numpy-filtered, as an annotation around a loop holds millions of events
-    lo, hi = np.searchsorted(trace.start_ns, [trace.start_ns[op], trace.end_ns[op]], side="right")
-    rows = np.arange(max(lo - 1, 0), hi)
+    lo = np.searchsorted(trace.start_ns, trace.start_ns[op], side="left")
+    hi = np.searchsorted(trace.start_ns, trace.end_ns[op], side="right")
+    rows = np.arange(lo, hi)
     runtime = np.array([is_runtime_category(name) for name in trace.categories] or [False])
     rows = rows[(trace.thread[rows] == trace.thread[op]) & runtime[trace.category[rows]] & (rows != op)]
     # the launch comes just before its work starts: the last calls before it first
