@@ -81,10 +81,10 @@ def test_alexnet_page_is_drawn_with_its_threads_and_streams(browser, alexnet, ar
     trace, path = alexnet
     page = open_page(browser, path)
     labels, headers = axis(page)
-    assert labels == Timeline(trace).lane_labels == ["main thread", "PyTorch Profiler",
-                                                     "GPU 0 · stream 7", "GPU 0 · stream 20",
-                                                     "GPU 0 · stream -1"]
-    assert headers == ["▾ rank 0 · pid 2869224 · python3.10", "▾ rank 0 · pid 2869225", "▾ rank 0 · GPU 0"]
+    # Kineto's "PyTorch Profiler (0)" span is the trace's metadata: no lane, no process of its own
+    assert labels == Timeline(trace).lane_labels == ["main thread", "GPU 0 · stream 7",
+                                                     "GPU 0 · stream 20", "GPU 0 · stream -1"]
+    assert headers == ["▾ rank 0 · pid 2869224 · python3.10", "▾ rank 0 · GPU 0"]
     shot = artifacts / "timeline_alexnet.png"
     page.screenshot(path=shot)
     box = page.evaluate("() => { const r = Bokeh.index.find_one(nb('nbprof_plot')).el"
@@ -878,4 +878,26 @@ def test_a_collapsed_group_writes_no_name_over_another(browser, shared_traces, t
     assert spans, "the header row names its first lane's bars"
     overlapping = [(a[2], b[2]) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
     assert not overlapping
+    page.close()
+
+
+def test_async_slices_are_drawn_on_their_lanes(browser, tmp_path, artifacts):
+    import json
+
+    events = [{"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "b", "name": "request", "id": 1, "pid": 1, "tid": 1, "ts": 10},
+              {"ph": "b", "name": "parse", "id": 1, "pid": 1, "tid": 2, "ts": 20},
+              {"ph": "e", "name": "parse", "id": 1, "pid": 1, "tid": 2, "ts": 40},
+              {"ph": "e", "name": "request", "id": 1, "pid": 1, "tid": 3, "ts": 90}]
+    source = tmp_path / "async.json"
+    source.write_text(json.dumps({"traceEvents": events}))
+    trace = nbprof.load(source)
+    page = open_page(browser, save_html(trace, tmp_path / "async.html"))
+    labels, _ = axis(page)
+    assert labels == Timeline(trace).lane_labels == ["main thread", "async · request"]
+    drawn = rendered(page)
+    assert sorted(drawn["name"]) == ["parse", "request", "work"]
+    by_name = dict(zip(drawn["name"], drawn["top"]))
+    assert by_name["work"] < by_name["request"] < by_name["parse"]  # its lane, then nested below
+    page.screenshot(path=artifacts / "timeline_async.png")
     page.close()
