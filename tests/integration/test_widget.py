@@ -431,3 +431,10 @@ def test_the_compare_tab_is_a_sortable_table_whose_rows_zoom_to_their_events(sha
     ids = widget.timeline.highlighted.data["event_id"]
     assert len(ids) and all(after.names[after.name_id[i]] == pick["name"] for i in ids)
     assert x_range.end - x_range.start < width
+    # the roll-up by name comes first; its row outlines every event of that op
+    by_name = widget.compare.by_name
+    assert widget.compare.children.index(by_name) < widget.compare.children.index(table)
+    top = next(row for row in by_name.rows if row["key"] == by_name.ordered_keys()[0])
+    by_name.selected = top["key"]
+    named = after.names.index(top["name"])
+    assert len(widget.timeline.highlighted.data["event_id"]) == int((after.name_id == named).sum())
