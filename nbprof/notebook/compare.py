@@ -27,8 +27,8 @@ class ComparePane(ipywidgets.VBox):
         self.text = self.comparison.report(row_limit=row_limit)
         self.by_name = diff_table(list(self.comparison.by_name), self.show_op, by_name=True)
         self.table = diff_table(list(self.comparison.table), self.show_op)
-        for table in (self.by_name, self.table):
-            table.add_class("nbprof-diff")
+        self.by_name.add_class("nbprof-diff-by-name")
+        self.table.add_class("nbprof-diff")
         figure, self.bars = comparison_figure(before, after, self.comparison)
         header = (f"<b>Compared with {html_text(label)}</b>: before {len(before):,} events, after "
                   f"{len(after):,} events; {html_text(self.text.splitlines()[0])}. Click a row to "
