@@ -134,6 +134,10 @@ def cpu_records_to_trace(records, *, base_time_ns: int, thread_names: dict, pid:
     if records.is_python.any():
         records = keep_users_frames(drop_profiler_frames(records))
     name_id, names = intern_names(records.names)
+    own = [index for index, name in enumerate(names) if name.startswith(PROFILER_RANGE_PREFIX)]
+    if own:  # the recorder's own ranges (calibration): never the user's ops
+        records = keep_rows(records, ~np.isin(name_id, own))
+        name_id, names = intern_names(records.names)
     thread, threads = _thread_table(records.tid, thread_names, pid, first_tid)
     category = records.is_annotation.astype(np.uint8) + 2 * records.is_python.astype(np.uint8)
     start_ns = records.start_ns - base_time_ns
