@@ -129,7 +129,8 @@ def _compile_error(script: pathlib.Path) -> BaseException | None:
     try:
         code = source.read_bytes()  # bytes: compile honours a coding: line, as Python does
         compile(code, str(source), "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as error:  # UnicodeDecodeError is a ValueError
+    except (SyntaxError, ValueError, RecursionError) as error:  # UnicodeDecodeError: a ValueError;
+        # RecursionError: nesting too deep to compile
         if isinstance(error, SyntaxError) and error.filename is None:
             print(f'  File "{source}"', file=sys.stderr)
         return error

@@ -1,5 +1,6 @@
 """Writes never leave a half file where a good one was: a full disk (RLIMIT_FSIZE) during
-export_chrome_trace, save_html or to_parquet keeps the old file byte for byte, with no temporary
+export_chrome_trace, save_html, to_parquet or the diff page (the widget's Export button:
+tests/integration/test_widget_export_full_disk.py) keeps the old file byte for byte, with no temporary
 file left beside it, and the same call works once there is space; a path that can't be written
 says which and why."""
 
@@ -26,14 +27,6 @@ trace = Trace.build(start_ns=np.arange(n) * 10, end_ns=np.arange(n) * 10 + 5,
                     threads=[nbprof.Thread(1, 1, "main")])
 
 
-def export_button(path):  # the widget's button shows a failure in its panel; raise it here
-    from nbprof.notebook.export_panel import ExportPanel
-
-    panel = ExportPanel(trace, "t", path.rpartition("/")[0])
-    if panel.export() is None:
-        raise OSError(panel.status.value)
-
-
 def diff_page(path):
     from nbprof.timeline.compare import save_compare_html
 
@@ -41,7 +34,7 @@ def diff_page(path):
 
 
 write = {"chrome": trace.export_chrome_trace, "html": lambda path: nbprof.save_html(trace, path),
-         "parquet": trace.to_parquet, "diff": diff_page, "export": export_button}[kind]
+         "parquet": trace.to_parquet, "diff": diff_page}[kind]
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
 resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, hard))  # the soft limit, so it can be lifted
@@ -60,8 +53,7 @@ sys.exit(3)
 
 
 @pytest.mark.parametrize("kind,name", [("chrome", "t.json"), ("html", "t.html"),
-                                       ("parquet", "t.parquet"), ("diff", "t.html"),
-                                       ("export", "t.json.gz")])
+                                       ("parquet", "t.parquet"), ("diff", "t.html")])
 def test_a_full_disk_keeps_the_old_file_and_a_write_after_it_works(tmp_path, kind, name):
     target = tmp_path / name
     old = b"the good file from before\n" * 10
