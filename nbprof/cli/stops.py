@@ -9,6 +9,7 @@ Ctrl-C around its switch (record/interrupts.py) holds these too.
 from __future__ import annotations
 
 import signal
+import threading
 
 _SIGINT_STATUS = 130  # the shell's exit status for a process ended by Ctrl-C
 
@@ -22,6 +23,8 @@ class StopSignals:
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is not threading.main_thread():
+            return self  # only the main thread receives signals (and may set their handlers)
         for number in (signal.SIGTERM, signal.SIGHUP):
             previous = signal.getsignal(number)
             if previous == signal.SIG_IGN:  # nohup's SIGHUP: ignored on purpose, still ignored
