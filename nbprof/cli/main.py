@@ -48,13 +48,14 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, bool]]:
                       help="read at most this much uncompressed trace data (default 8G; "
                            "suffixes K, M, G, T)")
     run = command("run", "profile a Python script and write its timeline page",
-                  usage="nbprof run [-h] -o PAGE.html [--trace TRACE] [--table] [--title TITLE] "
+                  usage="nbprof run [-h] -o PAGE.html [--trace TRACE] [--table] [--memory] [--title TITLE] "
                         "SCRIPT [ARGS ...]")
     run.add_argument("-o", "--output", metavar="PAGE.html", help="the HTML page to write ({rank} "
                                                                   "becomes the process's rank)")
     run.add_argument("--trace", help="also write the trace (Chrome JSON, .json.gz compresses; "
                                      ".parquet; {rank} becomes the process's rank)")
     run.add_argument("--table", action="store_true", help="print the per-op summary table")
+    run.add_argument("--memory", action="store_true", help="record every allocation and free")
     run.add_argument("--title", help="the page's title")
     run.add_argument("script", help="the Python script to run; every argument after it is the "
                                     "script's own (its sys.argv), nbprof's options go before it")

@@ -17,6 +17,7 @@ import time
 import traceback
 import warnings
 import zipfile
+from functools import partial
 
 from .paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
 
@@ -65,7 +66,8 @@ def run(options, script_args: list[str]) -> int:
     except KeyboardInterrupt:
         print("nbprof: interrupted before the script started; nothing was written", file=sys.stderr)
         return _SIGINT_STATUS
-    exit_code, trace, interrupted = _profile_script(profile, script, script_args)
+    exit_code, trace, interrupted = _profile_script(partial(profile, memory=options.memory),
+                                                    script, script_args)
     if trace is None:  # the profiler never started (Ctrl-C while it was starting)
         print("nbprof: interrupted before the profile started; nothing was written",
               file=sys.stderr)

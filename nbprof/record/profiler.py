@@ -58,6 +58,9 @@ NOTE_DATALOADER_WORKERS = ("A DataLoader with worker processes ran in this block
 NOTE_GRAPH_CAPTURE = ("{count} CUDA graph capture(s) in this block: the ops captured are CPU "
                       "slices without CUDA-event intervals (an event on a capturing stream cannot "
                       "be timed); each replay is a CUDAGraph::replay slice.")
+NOTE_NO_MEMORY = ("memory=True, but no memory was recorded: torch's profile_memory records nothing "
+                  "once all threads are profiled (pytorch#192290), and nbprof's native recorder, "
+                  "which records every thread's allocations, did not run here.")
 _MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not start): GPU "
                  "durations only (whole microseconds), each drawn at its op's CPU start; GPU "
@@ -80,7 +83,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
     a GPU; False records the CPU only. ``kernels`` (on a GPU): None = CUPTI's kernels, memcpys
     and memsets beside the events where this torch has CUPTI; True requires it; False: events
     only (the cheapest). ``record_shapes`` / ``with_stack`` keep each op's input
-    shapes / Python stack (``trace.shapes`` / ``trace.stacks``, keyed by event id).
+    shapes / Python stack (``trace.shapes`` / ``trace.stacks``, keyed by event id). ``memory``
+    records every allocation and free (``trace.memory``) where the recorder can; where it
+    cannot, ``trace.meta["notes"]`` says why.
 
     Not reentrant: a ``profile`` inside another raises RuntimeError and the outer keeps
     recording. An exception inside the block propagates; ``prof.trace`` then holds what was
@@ -88,7 +93,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
     """
 
     def __init__(self, *, cuda: bool | None = None, record_shapes: bool = False,
-                 with_stack: bool = False, kernels: bool | None = None):
+                 with_stack: bool = False, kernels: bool | None = None, memory: bool = False):
         if cuda not in (None, True, False):
             raise TypeError(f"cuda must be None, True or False, not {cuda!r}")
         if kernels not in (None, True, False):
@@ -97,6 +102,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         self.kernels = kernels
         self.record_shapes = bool(record_shapes)
         self.with_stack = bool(with_stack)
+        self.memory = bool(memory)
         self.trace: Trace | None = None
         self._recorder = None
         self._meta: dict = {}
@@ -332,6 +338,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             notes.append(NOTE_DATALOADER_WORKERS)
         trace.meta["overhead"] = overhead_meta(self._per_op_ns, self._ranges_on_starting_thread(
             trace), self._block_ns)
+        if self.memory and not len(trace.memory):
+            notes.append(NOTE_NO_MEMORY)
         if self._graphs.paused_captures:
             notes.append(NOTE_GRAPH_CAPTURE.format(count=self._graphs.paused_captures))
         if taken_over:
