@@ -223,3 +223,24 @@ def memory_findings(trace: Trace) -> list[str]:
                    f"({format_bytes(size.sum())}) never freed inside the block; the largest "
                    f"({format_bytes(size.max())}) from {name_cell(maker, 60)}.")
     return out
+
+
+def memory_in_range(trace: Trace, start_ns: int, end_ns: int, top: int = 15) -> list[dict]:
+    """Per op name, the bytes allocated, freed and the net change by the events in
+    ``start_ns``..``end_ns`` (edges included), most bytes moved first: what an area selection
+    of the timeline says about memory."""
+    memory = trace.memory
+    start_ns, end_ns = sorted((int(start_ns), int(end_ns)))
+    lo, hi = (np.searchsorted(memory.time_ns, start_ns, side="left"),
+              np.searchsorted(memory.time_ns, end_ns, side="right"))
+    op = memory.op[lo:hi].astype(np.int64)
+    key = np.where(op >= 0, trace.name_id[np.maximum(op, 0)] if len(trace) else NO_ID, NO_ID) + 1
+    size = memory.bytes[lo:hi]
+    width = len(trace.names) + 1
+    allocated = np.bincount(key, weights=np.maximum(size, 0), minlength=width)
+    freed = np.bincount(key, weights=np.maximum(-size, 0), minlength=width)
+    present = np.flatnonzero(np.bincount(key, minlength=width))
+    order = present[np.argsort(-(allocated + freed)[present], kind="stable")][:top]
+    return [{"op": trace.names[k - 1] if k else OUTSIDE, "allocated_bytes": int(allocated[k]),
+             "freed_bytes": int(freed[k]), "net_bytes": int(allocated[k] - freed[k])}
+            for k in order.tolist()]
