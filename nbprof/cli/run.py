@@ -8,6 +8,7 @@ an hour is never lost to a full disk: the trace goes to the temp folder if it ca
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import runpy
@@ -17,7 +18,6 @@ import time
 import traceback
 import warnings
 import zipfile
-from functools import partial
 
 from .paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
 
@@ -66,8 +66,9 @@ def run(options, script_args: list[str]) -> int:
     except KeyboardInterrupt:
         print("nbprof: interrupted before the script started; nothing was written", file=sys.stderr)
         return _SIGINT_STATUS
-    exit_code, trace, interrupted = _profile_script(partial(profile, memory=options.memory),
-                                                    script, script_args)
+    exit_code, trace, interrupted = _profile_script(
+        functools.partial(profile, recorder=options.recorder, memory=options.memory), script,
+        script_args)
     if trace is None:  # the profiler never started (Ctrl-C while it was starting)
         print("nbprof: interrupted before the profile started; nothing was written",
               file=sys.stderr)

@@ -21,6 +21,9 @@ from .overhead import overhead_meta
 from ..ranks import distributed_meta  # rank, world size, local rank, host under torchrun
 from . import calibrate, forks
 from .match_events import gpu_records_to_trace, is_runtime_call
+from .native.recorder import NativeRecorder, native_or_why
+from .native.memory_records import memory_of
+from .native.to_trace import native_records_to_trace
 from .cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
 from .cuda_graphs import GraphCaptures
 from .cuda_init import CudaInitTiming
@@ -58,9 +61,10 @@ NOTE_DATALOADER_WORKERS = ("A DataLoader with worker processes ran in this block
 NOTE_GRAPH_CAPTURE = ("{count} CUDA graph capture(s) in this block: the ops captured are CPU "
                       "slices without CUDA-event intervals (an event on a capturing stream cannot "
                       "be timed); each replay is a CUDAGraph::replay slice.")
-NOTE_NO_MEMORY = ("memory=True, but no memory was recorded: torch's profile_memory records nothing "
-                  "once all threads are profiled (pytorch#192290), and nbprof's native recorder, "
-                  "which records every thread's allocations, did not run here.")
+NOTE_NO_MEMORY = ("memory=True, but no memory was recorded: torch's profiler records none once all "
+                  "threads are profiled (pytorch#192290), and nbprof's native recorder, which "
+                  "records every thread's allocations, did not record this profile (CPU "
+                  "profiles without with_stack; recorder='auto' or 'native').")
 _MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not start): GPU "
                  "durations only (whole microseconds), each drawn at its op's CPU start; GPU "
@@ -90,16 +94,24 @@ class profile:  # noqa: N801  (a context manager named like torch's)
     Not reentrant: a ``profile`` inside another raises RuntimeError and the outer keeps
     recording. An exception inside the block propagates; ``prof.trace`` then holds what was
     recorded up to it.
+
+    ``recorder``: "auto" (nbprof's native observer where it builds and can record what was
+    asked, else torch's profiler, ``meta["notes"]`` saying why), "native" (required) or "torch".
+    ``trace.meta["recorder"]`` says which recorded.
     """
 
     def __init__(self, *, cuda: bool | None = None, record_shapes: bool = False,
-                 with_stack: bool = False, kernels: bool | None = None, memory: bool = False):
+                 with_stack: bool = False, kernels: bool | None = None, recorder: str = "auto",
+                 memory: bool = False):
         if cuda not in (None, True, False):
             raise TypeError(f"cuda must be None, True or False, not {cuda!r}")
         if kernels not in (None, True, False):
             raise TypeError(f"kernels must be None, True or False, not {kernels!r}")
+        if recorder not in ("auto", "native", "torch"):
+            raise ValueError(f"recorder must be 'auto', 'native' or 'torch', not {recorder!r}")
         self.cuda = cuda
         self.kernels = kernels
+        self.recorder = recorder
         self.record_shapes = bool(record_shapes)
         self.with_stack = bool(with_stack)
         self.memory = bool(memory)
@@ -223,6 +235,15 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             self._recorder.start()
 
     def _to_trace(self, raw, known_names: dict) -> Trace:
+        if isinstance(self._recorder, NativeRecorder):
+            trace = native_records_to_trace(
+                raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
+                thread_names=name_threads(set(raw.os_tids.tolist()), known_names),
+                first_tid=self._starting_thread.tid, meta=self._meta)
+            if self._recorder.memory_records is not None:
+                trace.memory = memory_of(self._recorder.memory_records, trace, self._base_time_ns)
+                self._recorder.memory_records = None
+            return trace
         if isinstance(self._recorder, CudaRecorder):
             return gpu_records_to_trace(
                 raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
@@ -255,9 +276,13 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         if has_gpu and self.cuda is not False:
             meta["device_names"] = {device: torch.cuda.get_device_name(device)
                                     for device in range(torch.cuda.device_count())}
+        if has_gpu and self.cuda is not False and self.recorder == "native":
+            raise RuntimeError("recorder='native' records the CPU only so far (its CUDA events "
+                               "are not done): use recorder='auto' or cuda=False on a GPU")
         if has_gpu and self.cuda is not False and legacy and legacy_cuda_available():
             kernels = self._kernels_wanted()
             recorder = CudaRecorder(kernels=kernels, **options)
+            meta["recorder"] = "torch"
             if recorder.all_threads:  # Kineto first, then the events (CUDA_EVENTS.md)
                 meta.update(backend="cuda-events", cuda=True, all_threads=True,
                             notes=[NOTE_OP_INTERVALS, NOTE_EVENT_THREADS])
@@ -265,6 +290,14 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             meta.update(backend="cuda-events", cuda=True, all_threads=False,
                         notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL])
             return LegacyCudaRecorder(**options), meta
+        if not has_gpu or self.cuda is False:
+            native, why = self._native_or_why()
+            if native is not None:
+                meta.update(backend="native-cpu", cuda=False, all_threads=True, **native.meta(),
+                            notes=[NOTE_CPU_ONLY_ASKED if has_gpu else NOTE_CPU_ONLY_NO_GPU])
+                return native, meta
+            if why:
+                meta["native_not_used"] = why
         if has_gpu and self.cuda is not False:
             recorder = KinetoCpuRecorder(gpu_fallback=True, **options)
             meta.update(backend="kineto-gpu-fallback", cuda=True, notes=[NOTE_FALLBACK])
@@ -273,9 +306,17 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             meta.update(backend="kineto-cpu", cuda=False,
                         notes=[NOTE_CPU_ONLY_ASKED if has_gpu else NOTE_CPU_ONLY_NO_GPU])
         meta["all_threads"] = recorder.all_threads
+        meta["recorder"] = "torch"
+        if meta.get("native_not_used"):
+            meta["notes"].append(meta.pop("native_not_used"))
         if not recorder.all_threads:
             meta["notes"].append(NOTE_NO_ALL_THREADS)
         return recorder, meta
+
+    def _native_or_why(self):
+        """The native recorder for a CPU profile, or why torch's records it ("" if asked)."""
+        return native_or_why(self.recorder, with_stack=self.with_stack,
+                             record_shapes=self.record_shapes, memory=self.memory)
 
     def _kernels_wanted(self) -> bool:
         if self.kernels is False:
