@@ -20,14 +20,15 @@ _library = None
 _why_not = ""
 
 
-def load():
-    """The observer's library (loaded once per process), or None if it cannot be had here."""
+def load(wait: bool = True):
+    """The observer's library (loaded once per process), or None if it cannot be had here (or,
+    with ``wait=False``, not yet: its first compile still runs)."""
     global _library, _why_not
     with _lock:
         if _library is None:
-            path = build.library_path()
+            path = build.library_path(wait)
             if path is None:
-                _why_not = build.why_not
+                _why_not = build.STILL_BUILDING if build.still_building() else build.why_not
                 return None
             from .records import NativeLibrary
 

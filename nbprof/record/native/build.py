@@ -30,7 +30,9 @@ HERE = Path(__file__).parent
 # Every native source, in one place: the build compiles the .cpp files and keys on all of them.
 SOURCES = ("observer.cpp", "observer.h", "memory.cpp", "memory.h")
 LIBRARY = "libnbprof_observer.so"
-FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-Wno-attributes")
+# -DNDEBUG as torch's release builds: its headers' debug-only checks read fields the release
+# library never sets (RecordFunction::inputs() would fail "outside the start callback").
+FLAGS = ("-O2", "-DNDEBUG", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-Wno-attributes")
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
@@ -147,15 +149,27 @@ def start_background_build() -> None:
             _thread.start()
 
 
-def library_path() -> Path | None:
-    """The compiled library, waiting for the build if it is still running; None if it could
-    not build (then :data:`why_not` says why)."""
+# A cached library is found in milliseconds; a profile waits this long at most for a compile
+# still running (first use, ~5-15 s) unless the native recorder was required.
+FIRST_PROFILE_WAIT_S = 2.0
+STILL_BUILDING = "it is still being compiled (first use, ~5-15 s; the next profile uses it)"
+
+
+def library_path(wait: bool = True) -> Path | None:
+    """The compiled library; None if it could not build (then :data:`why_not` says why) or,
+    with ``wait=False``, if its first compile is still running after a short wait."""
     start_background_build()
     if _thread is None:
         globals()["why_not"] = "NBPROF_NATIVE=0 is set"
         return None
-    _thread.join()
+    _thread.join(None if wait else FIRST_PROFILE_WAIT_S)
+    if _thread.is_alive():
+        return None
     return _result
+
+
+def still_building() -> bool:
+    return _thread is not None and _thread.is_alive()
 
 
 def forget() -> None:

@@ -52,7 +52,7 @@ def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memor
             raise ValueError("recorder='native' cannot record with_stack yet: use "
                              "recorder='auto' (torch's profiler records it) or drop with_stack")
         return None, NOTE_WITH_STACK
-    library = load()
+    library = load(wait=recorder == "native")
     if library is None:
         reason = why_not()
         if recorder == "native":
