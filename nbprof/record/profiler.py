@@ -115,6 +115,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         self.record_shapes = bool(record_shapes)
         self.with_stack = bool(with_stack)
         self.memory = bool(memory)
+        self._per_memory_event_ns, self._memory_windows = None, []
         self.trace: Trace | None = None
         self._recorder = None
         self._meta: dict = {}
@@ -162,6 +163,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                     self._start_recorder()
                     recording = True
                     self._per_op_ns = calibrate.per_op_overhead_ns()
+                    self._calibrate_memory()
                     self._own_windows = [(self._starting_thread.tid, self._base_time_ns,
                                           time.time_ns())]
                     self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])
@@ -181,6 +183,15 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                         f"torch's profiler could not start: {error}. Is another profiler "
                         "(torch.profiler, on another thread) active?") from error
                 raise
+
+    def _calibrate_memory(self) -> None:
+        """Where memory is recorded: each event's cost, and the window whose events on this
+        thread are the calibration's own (left out of the trace)."""
+        self._per_memory_event_ns, self._memory_windows = None, []
+        if getattr(self._recorder, "memory", False):
+            start = time.time_ns()
+            self._per_memory_event_ns = calibrate.per_memory_event_ns(self._recorder.pause_memory)
+            self._memory_windows = [(self._starting_thread.tid, start, time.time_ns())]
 
     def _legacy_part(self):
         """The thread-local CUDA-event recorder a CUDA graph capture must pause, if any."""
@@ -241,7 +252,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 thread_names=name_threads(set(raw.os_tids.tolist()), known_names),
                 first_tid=self._starting_thread.tid, meta=self._meta)
             if self._recorder.memory_records is not None:
-                trace.memory = memory_of(self._recorder.memory_records, trace, self._base_time_ns)
+                trace.memory = memory_of(self._recorder.memory_records, trace, self._base_time_ns,
+                                         drop_windows=self._memory_windows)
                 self._recorder.memory_records = None
             return trace
         if isinstance(self._recorder, CudaRecorder):
@@ -371,14 +383,21 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                   if "python_function" in trace.categories else np.zeros(len(trace), np.bool_))
         return int(((trace.thread == 0) & ~no_callback[trace.name_id] & ~python).sum())
 
+    def _memory_events_on_starting_thread(self, trace: Trace) -> int:
+        """Its allocations and frees: each ran the reporter the calibration priced."""
+        if not trace.threads or trace.threads[0].tid != self._starting_thread.tid:
+            return 0
+        return int((trace.memory.thread == 0).sum())
+
     def _with_findings(self, trace: Trace, taken_over: bool) -> Trace:
         """The notes and figures only the profile knows: a torch profiler inside the block,
         DataLoader worker processes, the profiler's own cost."""
         notes = trace.meta.setdefault("notes", [])
         if any(_MULTIPROCESS_LOADER in name for name in trace.names):
             notes.append(NOTE_DATALOADER_WORKERS)
-        trace.meta["overhead"] = overhead_meta(self._per_op_ns, self._ranges_on_starting_thread(
-            trace), self._block_ns)
+        trace.meta["overhead"] = overhead_meta(
+            self._per_op_ns, self._ranges_on_starting_thread(trace), self._block_ns,
+            self._per_memory_event_ns, self._memory_events_on_starting_thread(trace))
         if self.memory and not len(trace.memory):
             notes.append(NOTE_NO_MEMORY)
         if self._graphs.paused_captures:

@@ -135,3 +135,11 @@ def test_the_magic_and_the_cli_take_memory():
     assert parse_options("--memory").memory and not parse_options("").memory
     options = parser()[0].parse_args(["run", "-o", "p.html", "--memory", "s.py"])
     assert options.memory
+
+
+def test_the_overhead_includes_the_memory_recording_and_its_calibration_is_left_out(recorded):
+    overhead = recorded.meta["overhead"]
+    assert overhead["per_memory_event_ns"] > 0
+    assert overhead["memory_events"] == int((recorded.memory.thread == 0).sum()) > 0
+    # the calibration's storages (64 B each, outside any op) are not the workload's
+    assert not ((recorded.memory.bytes == 64) & (recorded.memory.op == NO_ID)).any()

@@ -53,6 +53,7 @@ std::mutex g_mutex;  // registration (once per thread and session) and reads onl
 std::vector<MemoryThread*> g_threads;
 std::atomic<bool> g_enabled{false};    // asked for the next session
 std::atomic<bool> g_recording{false};  // this session records memory
+std::atomic<bool> g_paused{false};     // the calibration's "off" rounds
 std::atomic<uint64_t> g_session{0};
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 thread_local MemoryThread* tl_thread = nullptr;
@@ -102,7 +103,9 @@ struct Reporter final : torch::profiler::impl::ProfilerStateBase {
   }
 
   bool memoryProfilingEnabled() const override {
-    if (g_recording.load(std::memory_order_relaxed)) return true;
+    if (g_recording.load(std::memory_order_relaxed)) {
+      return !g_paused.load(std::memory_order_relaxed);
+    }
     pop_if_ours(this);  // the session is over: this thread's slot is freed at its first chance
     return false;
   }
@@ -155,6 +158,8 @@ void nbp_memory_stop() {
 extern "C" {
 
 void nbp_memory_enable(int enabled) { g_enabled.store(enabled != 0); }
+
+void nbp_memory_pause(int paused) { g_paused.store(paused != 0); }
 
 void nbp_memory_leave_thread() {
   if (!g_recording.load() && tl_pushed) pop_if_ours(tl_pushed.get());

@@ -26,6 +26,8 @@ NBP_API void nbp_memory_release();
 // Before a torch profiler starts on this thread: its slot is freed of a reporter left from a
 // session (torch refuses to start over anything in it).
 NBP_API void nbp_memory_leave_thread();
+// The profiler's calibration: allocations timed with reports paused (1) and not (0).
+NBP_API void nbp_memory_pause(int paused);
 }
 
 // Called by observer.cpp at a thread's first op of a session, and around start/stop.

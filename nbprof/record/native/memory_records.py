@@ -53,6 +53,12 @@ def enable(library, enabled: bool) -> None:
         leave_before_torch_profilers(library)
 
 
+def pause(library, paused: bool) -> None:
+    """Reports paused (the calibration's rounds without them) or not."""
+    library.lib.nbp_memory_pause.argtypes = [ctypes.c_int]
+    library.lib.nbp_memory_pause(int(paused))
+
+
 _left = False
 
 

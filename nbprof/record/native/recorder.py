@@ -27,6 +27,9 @@ class NativeRecorder:
             memory_records.enable(self.library, self.memory)
         self.library.start(self.record_shapes)
 
+    def pause_memory(self, paused: bool) -> None:
+        memory_records.pause(self.library, paused)
+
     def stop(self):
         records = self.library.stop()
         if self.memory:
