@@ -32,6 +32,32 @@ function fmtBytes(v) {
   }
 }
 
+// Lowest and highest level, bytes made and freed, and the largest event of d's events [i, j):
+// the whole blocks of BLOCK events from their precomputed aggregates, the ends one by one.
+function rangeStats(d, i, j) {
+  const B = d.block, level = d.level, bytes = d.bytes;
+  const r = {lo: Infinity, hi: -Infinity, made: 0, freed: 0, big: i};
+  const one = (k) => {
+    const v = level[k];
+    if (v < r.lo) r.lo = v;
+    if (v > r.hi) r.hi = v;
+    if (bytes[k] > 0) r.made += bytes[k]; else r.freed -= bytes[k];
+    if (Math.abs(bytes[k]) > Math.abs(bytes[r.big])) r.big = k;
+  };
+  let k = i;
+  for (; k < j && k % B !== 0; k++) one(k);
+  for (; k + B <= j; k += B) {
+    const b = k / B;
+    if (d.block_lo[b] < r.lo) r.lo = d.block_lo[b];
+    if (d.block_hi[b] > r.hi) r.hi = d.block_hi[b];
+    r.made += d.block_made[b];
+    r.freed += d.block_freed[b];
+    if (Math.abs(bytes[d.block_big[b]]) > Math.abs(bytes[r.big])) r.big = d.block_big[b];
+  }
+  for (; k < j; k++) one(k);
+  return r;
+}
+
 function opName(d, i) {
   const k = d.name[i];
   return k >= 0 ? names[k] : "(outside any op)";
@@ -65,29 +91,24 @@ function draw() {
       const step = (x1 - x0) / width;
       let i = i0;
       while (i < i1) {
-        const bucket = Math.floor((t[i] - x0) / step);
+        // this pixel's events: [i, j); their extremes from the blocks (memory_lane.py)
+        const bucketEnd = x0 + (Math.floor((t[i] - x0) / step) + 1) * step;
+        const j = Math.min(i1, Math.max(i + 1, lowerBound(t, bucketEnd)));
+        const r = rangeStats(d, i, j);
         const start = t[i];
-        let lo = level[i], hi = level[i], made = 0, freed = 0, count = 0, biggest = i;
-        let j = i;
-        for (; j < i1 && Math.floor((t[j] - x0) / step) === bucket; j++) {
-          const v = level[j];
-          if (v < lo) lo = v;
-          if (v > hi) hi = v;
-          if (bytes[j] > 0) made += bytes[j]; else freed -= bytes[j];
-          if (Math.abs(bytes[j]) > Math.abs(bytes[biggest])) biggest = j;
-          count++;
-        }
-        lx.push(start, start, start, start); ly.push(y(prev), y(hi), y(lo), y(level[j - 1]));
+        lx.push(start, start, start, start); ly.push(y(prev), y(r.hi), y(r.lo), y(level[j - 1]));
         prev = level[j - 1];
-        point(start, hi, count + " events: +" + fmtBytes(made) + " / -" + fmtBytes(freed)
-              + " (largest in " + opName(d, biggest) + ")", d.op[biggest]);
+        point(start, r.hi, (j - i) + " events: +" + fmtBytes(r.made) + " / -" + fmtBytes(r.freed)
+              + " (largest in " + opName(d, r.big) + ")", d.op[r.big]);
         i = j;
       }
     }
     lx.push(Math.max(x1, i1 > 0 ? t[i1 - 1] : x1)); ly.push(y(prev));
   }
-  line.data = {x: lx, y: ly};
-  points.data = {x: px, y: py, level: plevel, what: pwhat, op: pop, device: pdevice};
+  // typed arrays: Bokeh takes them as they are (plain arrays are checked and converted)
+  line.data = {x: Float64Array.from(lx), y: Float64Array.from(ly)};
+  points.data = {x: Float64Array.from(px), y: Float64Array.from(py), level: plevel, what: pwhat,
+                 op: Int32Array.from(pop), device: pdevice};
 }
 
 function tapped() {

@@ -19,8 +19,22 @@ from ..model import NO_ID, Trace, device_name
 from .jsfiles import read_js
 
 ROW_PX = 56
+BLOCK = 32  # events per precomputed block: a merged pixel reads its whole blocks at once
 LINE_COLOR = "#4e79a7"
 PEAK_COLOR = "#e15759"
+
+
+def _blocks(level: np.ndarray, size: np.ndarray) -> dict:
+    """Per BLOCK events (the whole blocks only): lowest and highest level, bytes made and
+    freed, and the position of the largest event, for js/memory_lane.js's merged pixels."""
+    whole = len(level) // BLOCK * BLOCK
+    level, size = level[:whole].reshape(-1, BLOCK), size[:whole].reshape(-1, BLOCK)
+    big = np.argmax(np.abs(size), axis=1) + np.arange(len(size)) * BLOCK
+    return {"block": BLOCK, "block_lo": level.min(axis=1).astype(np.float64),
+            "block_hi": level.max(axis=1).astype(np.float64),
+            "block_made": np.where(size > 0, size, 0).sum(axis=1).astype(np.float64),
+            "block_freed": np.where(size < 0, -size, 0).sum(axis=1).astype(np.float64),
+            "block_big": big.astype(np.int32)}
 
 
 def memory_strip(trace: Trace, plot, size: dict, selection, origin_ns: int):
@@ -45,6 +59,7 @@ def memory_strip(trace: Trace, plot, size: dict, selection, origin_ns: int):
                         "bytes": memory.bytes[rows].astype(np.float64),
                         "name": name_index[rows].astype(np.int32),
                         "op": memory.op[rows].astype(np.int32),
+                        **_blocks(level[rows], memory.bytes[rows]),
                         "row": row, "peak": float(max(peak, 1)), "label": label})
         peak_x.append(float(memory.time_ns[at] - origin_ns))
         peak_y.append(row + 0.1)

@@ -129,12 +129,21 @@ def test_without_memory_nothing_is_recorded_and_nothing_is_said():
     assert NOTE_NO_MEMORY not in prof.trace.meta["notes"]
 
 
-def test_the_magic_and_the_cli_take_memory():
-    from nbprof.cli.main import _parser as parser
-
+def test_the_magic_takes_memory():
     assert parse_options("--memory").memory and not parse_options("").memory
-    options = parser()[0].parse_args(["run", "-o", "p.html", "--memory", "s.py"])
-    assert options.memory
+
+
+def test_nbprof_run_memory_writes_the_scripts_allocations(native_library, tmp_path, capsys):
+    from nbprof.cli.main import main
+
+    script = tmp_path / "allocate.py"
+    script.write_text("import torch\nx = torch.ones(1 << 20)\ny = x * 2\n")
+    trace_path = tmp_path / "t.json"
+    assert main(["run", "-o", str(tmp_path / "p.html"), "--trace", str(trace_path), "--memory",
+                 str(script)]) == 0
+    trace = nbprof.load(trace_path)
+    assert trace.memory_peak()["peak_bytes"].tolist()[0] >= 8 * MIB
+    assert "nbprof_memory" in (tmp_path / "p.html").read_text()  # the page has the memory lane
 
 
 def test_the_overhead_includes_the_memory_recording_and_its_calibration_is_left_out(recorded):
