@@ -47,20 +47,22 @@ def memory_summary(trace: Trace, by: str = "op", limit: int | None = 20, plain: 
         key_of_op = paths.of_event
         label = paths.text
     op_key = np.where(op >= 0, key_of_op[np.maximum(op, 0)] if len(trace) else NO_ID, NO_ID)
-    device = memory.device.astype(np.int64)
-    keys, group = np.unique((device + 1) * (len(key_of_op) + len(trace.names) + 1) + op_key + 1,
-                            return_inverse=True)
-    group = group.reshape(-1)
-    width = len(key_of_op) + len(trace.names) + 1
-    unique = np.stack([keys // width - 1, keys % width - 1]) if len(keys) else np.zeros((2, 0), np.int64)
+    # one bin per (device, op key): the keys are few and dense, so bincount, not a sort
+    devices = np.array(memory.devices(), np.int64)
+    width = max(len(key_of_op), len(trace.names)) + 1
+    group = np.searchsorted(devices, memory.device) * width + op_key + 1
+    bins = len(devices) * width
     size = memory.bytes
     allocs = size > 0
-    groups = len(keys)
-    allocated = np.bincount(group, weights=np.where(allocs, size, 0), minlength=groups)
-    freed = np.bincount(group, weights=np.where(allocs, 0, -size), minlength=groups)
-    count = np.bincount(group[allocs], minlength=groups)
-    largest = np.zeros(groups, np.int64)
+    allocated = np.bincount(group, weights=np.where(allocs, size, 0), minlength=bins)
+    freed = np.bincount(group, weights=np.where(allocs, 0, -size), minlength=bins)
+    count = np.bincount(group[allocs], minlength=bins)
+    largest = np.zeros(bins, np.int64)
     np.maximum.at(largest, group[allocs], size[allocs])
+    keys = np.flatnonzero(np.bincount(group, minlength=bins))
+    allocated, freed, count, largest = allocated[keys], freed[keys], count[keys], largest[keys]
+    unique = np.stack([devices[keys // width], keys % width - 1]) if len(keys) else \
+        np.zeros((2, 0), np.int64)
     order = np.lexsort((-freed, -allocated))
     if limit is not None and limit >= 0:
         order = order[:limit]

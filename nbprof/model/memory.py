@@ -104,7 +104,9 @@ class MemoryEvents:
 
     def devices(self) -> list[int]:
         """The devices that have events: the CPU first, then the GPUs in order."""
-        return np.unique(self.device).tolist()
+        if not len(self):
+            return []
+        return (np.flatnonzero(np.bincount(self.device.astype(np.int64) + 1)) - 1).tolist()
 
     def levels(self) -> np.ndarray:
         """Per event, its device's level just after it (bytes): the running sum of ``bytes``;
