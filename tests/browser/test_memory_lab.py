@@ -63,6 +63,42 @@ def _details(widget):
     return widget.locator(".nbprof-details")
 
 
+_SCROLL_JS = """() => new Promise((done) => {
+    for (const doc of Bokeh.documents) {
+        const strip = doc.get_model_by_name('nbprof_memory');
+        if (strip) Bokeh.index.find_one(strip).el.scrollIntoView({block: "center"});
+    }
+    requestAnimationFrame(() => requestAnimationFrame(done));
+})"""
+_POINT_JS = """(what) => {
+    for (const doc of Bokeh.documents) {
+        const strip = doc.get_model_by_name('nbprof_memory');
+        if (!strip) continue;
+        const points = doc.get_model_by_name('nbprof_memory_points');
+        const index = points.data.what.indexOf(what);
+        if (index < 0) return null;
+        const view = Bokeh.index.find_one(strip);
+        const box = view.el.getBoundingClientRect();
+        if (!box.width) continue;  // the saved static copy, not shown beside the live widget
+        return [box.left + view.frame.x_scale.compute(points.data.x[index]),
+                box.top + view.frame.y_scale.compute(points.data.y[index])];
+    }
+    return null;
+}"""
+
+
+def test_a_click_on_an_allocation_in_the_memory_lane_selects_its_op(page, artifacts):
+    widget = page.locator(f"{PANEL} .nbprof-widget").first
+    page.evaluate(_SCROLL_JS)
+    point = page.evaluate(_POINT_JS, "+64.0 MiB in aten::add")
+    assert point is not None
+    page.mouse.click(*point)
+    page.wait_for_function(f"""() => {{
+        const d = document.querySelector("{PANEL} .nbprof-details");
+        return d && d.innerText.includes('aten::add'); }}""", timeout=30_000)
+    _details(widget).screenshot(path=str(artifacts / "memory_lane_click.png"))
+
+
 def test_the_memory_tab_shows_the_peak_and_a_holder_selects_its_op(page, artifacts):
     widget = page.locator(f"{PANEL} .nbprof-widget").first
     widget.locator(".lm-TabBar-tab:has-text('Memory')").first.click()
@@ -75,33 +111,3 @@ def test_the_memory_tab_shows_the_peak_and_a_holder_selects_its_op(page, artifac
     page.wait_for_function(f"""() => {{
         const d = document.querySelector("{PANEL} .nbprof-details");
         return d && d.innerText.includes('aten::empty'); }}""", timeout=30_000)
-
-
-_POINT_JS = """(what) => {
-    for (const doc of Bokeh.documents) {
-        const strip = doc.get_model_by_name('nbprof_memory');
-        if (!strip) continue;
-        const points = doc.get_model_by_name('nbprof_memory_points');
-        const index = points.data.what.indexOf(what);
-        if (index < 0) return null;
-        const view = Bokeh.index.find_one(strip);
-        const box = view.el.getBoundingClientRect();
-        return [box.left + view.frame.x_scale.compute(points.data.x[index]),
-                box.top + view.frame.y_scale.compute(points.data.y[index])];
-    }
-    return null;
-}"""
-
-
-def test_a_click_on_an_allocation_in_the_memory_lane_selects_its_op(page, artifacts):
-    widget = page.locator(f"{PANEL} .nbprof-widget").first
-    strip = page.locator(f"{PANEL} .nbprof-widget").first
-    strip.scroll_into_view_if_needed()
-    page.evaluate("() => null")
-    point = page.evaluate(_POINT_JS, "+64.0 MiB in aten::add")
-    assert point is not None
-    page.mouse.click(*point)
-    page.wait_for_function(f"""() => {{
-        const d = document.querySelector("{PANEL} .nbprof-details");
-        return d && d.innerText.includes('aten::add'); }}""", timeout=30_000)
-    _details(widget).screenshot(path=str(artifacts / "memory_lane_click.png"))
