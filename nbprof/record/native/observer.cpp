@@ -45,8 +45,9 @@ struct Record final : at::ObserverContext {
   static void operator delete(void*) noexcept {}
   int64_t start;      // approximate clock (TSC), converted at read
   int64_t end;
-  uint64_t handle;    // RecordFunction's unique handle: an end finds its own record, never a
-                      // recycled slot's (an op still open across stop/start)
+  const void* fn;     // its RecordFunction: an op still open across stop/start must not end
+                      // the record that took its slot. Two live RecordFunctions never share an
+                      // address, and a slot's new op, once ended, is flagged kEnded.
   int64_t seq;        // sequence number: backward node <-> forward op
   uint64_t fwd_tid;   // RecordFunction thread id of the forward op (backward nodes)
   int64_t shapes_at;  // offset in the thread's shape stream, -1 without shapes
@@ -81,7 +82,8 @@ bool g_record_shapes = false;
 at::CallbackHandle g_handle = 0;
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 std::string g_error;
-thread_local ThreadBuf* tl_buf = nullptr;
+// initial-exec: read without a __tls_get_addr call on every op (8 bytes of static TLS)
+thread_local ThreadBuf* tl_buf __attribute__((tls_model("initial-exec"))) = nullptr;
 
 struct ThreadExit {  // a thread's end frees its buffer for a later thread once it was read
   ~ThreadExit() { if (tl_buf) tl_buf->exited.store(true); }
@@ -122,7 +124,13 @@ ThreadBuf* register_thread() {
 
 uint32_t intern(ThreadBuf* tb, const char* name) {
   if (!name) name = "";
-  auto& slot = tb->cache[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCache];
+  // The slot hashes the pointer with the name's first bytes: a backward node's two names
+  // ("autograd::engine::evaluate_function: XBackward0", "XBackward0") come at one stack
+  // address, one after the other, and would evict each other from a slot of the pointer alone.
+  uint64_t prefix = 0;
+  for (int i = 0; i < 8 && name[i]; ++i) prefix = prefix << 8 | static_cast<uint8_t>(name[i]);
+  uint64_t key = (reinterpret_cast<uintptr_t>(name) ^ prefix) * 0x9E3779B97F4A7C15ull;
+  auto& slot = tb->cache[key >> 56];
   if (slot.ptr == name && std::strcmp(tb->names[slot.id].c_str(), name) == 0) return slot.id;
   std::string_view view(name);
   auto found = tb->ids.find(view);
@@ -165,7 +173,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   Record* r = new (tb->chunks[chunk] + n % kChunk) Record();
   r->name = intern(tb, fn.name());
-  r->handle = fn.handle();
+  r->fn = &fn;
   r->seq = fn.seqNr();
   r->fwd_tid = fn.forwardThreadId();
   r->scope = static_cast<uint8_t>(fn.scope());
@@ -184,14 +192,15 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   int64_t now = static_cast<int64_t>(c10::getApproximateTime());
   if (!ctx || !g_recording.load(std::memory_order_relaxed)) return;
   auto* r = static_cast<Record*>(ctx);
-  if (r->handle != fn.handle() || r->flags & kEnded) return;
+  if (r->fn != &fn || r->flags & kEnded) return;
   r->end = now;
   uint8_t flags = kEnded;
   if (fn.isAsync()) flags |= kAsync;
-  if (fn.threadId() != at::RecordFunction::currentThreadId()) {
+  ThreadBuf* tb = tl_buf;  // fn.threadId() is the starting thread's (inline, no call)
+  if (!tb || fn.threadId() != tb->rf_tid) {
     flags |= kOtherThread;
-  } else if (tl_buf && tl_buf->depth > 0) {
-    tl_buf->depth--;
+  } else if (tb->depth > 0) {
+    tb->depth--;
   }
   r->flags |= flags;
 }
@@ -232,7 +241,7 @@ int nbp_start(int record_shapes) {
     g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
     g_session.fetch_add(1);
     at::RecordFunctionCallback callback(on_start, on_end);
-    callback.needsInputs(g_record_shapes).needsOutputs(false).needsIds(true)
+    callback.needsInputs(g_record_shapes).needsOutputs(false).needsIds(false)
         .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                  at::RecordScope::USER_SCOPE});
     g_recording.store(true);
@@ -278,8 +287,19 @@ int64_t nbp_fetch(NbpColumns* out, int64_t capacity) {
     size_t n = tb->count.load(std::memory_order_acquire);
     out->thread_os_tid[thread_index] = tb->os_tid;
     out->thread_rf_tid[thread_index] = static_cast<int64_t>(tb->rf_tid);
+    bool open = false;  // in the chunk being read: an op not ended yet
     for (size_t i = 0; i < n && row < capacity; ++i, ++row) {
       const Record& r = tb->chunks[i / kChunk][i % kChunk];
+      open |= !(r.flags & kEnded);
+      if ((i + 1) % kChunk == 0 || i + 1 == n) {  // a chunk read: past the kept few, it goes now
+        size_t chunk = i / kChunk;                // (the profile's peak memory is the columns'
+        if (chunk >= kKeptChunks) {               // and the chunks' together otherwise)
+          // an op still open would write its end here later: its chunk is never freed
+          if (!open) ::operator delete(tb->chunks[chunk]);
+          tb->chunks[chunk] = nullptr;
+        }
+        open = false;
+      }
       out->start_ns[row] = to_unix(r.start);
       out->end_ns[row] = r.flags & kEnded ? to_unix(r.end) : out->start_ns[row];
       out->thread[row] = static_cast<int32_t>(thread_index);
@@ -336,17 +356,19 @@ int64_t nbp_shapes_size(int64_t* per_thread, int64_t* records_with_shapes) {
 
 void nbp_release() {
   // After a read: names and shapes go; chunks beyond a few per thread go back to the system
-  // (a 10M-op profile must not keep 0.5 GB), the rest stay faulted in for the next profile.
+  // (a 10M-op profile must not keep 0.5 GB: nbp_fetch frees those it read), the rest stay
+  // faulted in for the next profile.
   std::lock_guard<std::mutex> lock(g_threads_mutex);
   if (g_recording.load()) return;
   for (ThreadBuf* tb : g_threads) {
     size_t n = tb->count.load();
-    while (tb->chunks.size() > kKeptChunks) {
+    while (tb->chunks.size() > kKeptChunks) {  // read ones were freed by nbp_fetch
       Record* chunk = tb->chunks.back();
       size_t first = (tb->chunks.size() - 1) * kChunk;
-      bool open = false;  // an op still open would write its end here later: keep the chunk
-      for (size_t i = first; i < n && i < first + kChunk; ++i) open |= !(chunk[i - first].flags & kEnded);
-      if (!open) ::operator delete(chunk);
+      bool open = false;
+      for (size_t i = first; chunk && i < n && i < first + kChunk; ++i)
+        open |= !(chunk[i - first].flags & kEnded);
+      if (chunk && !open) ::operator delete(chunk);
       tb->chunks.pop_back();
     }
     tb->count.store(0);
@@ -360,7 +382,8 @@ void nbp_release() {
 int64_t nbp_retained_bytes() {
   std::lock_guard<std::mutex> lock(g_threads_mutex);
   int64_t bytes = 0;
-  for (ThreadBuf* tb : g_threads) bytes += tb->chunks.size() * kChunk * sizeof(Record);
+  for (ThreadBuf* tb : g_threads)
+    for (Record* chunk : tb->chunks) bytes += chunk ? kChunk * sizeof(Record) : 0;
   return bytes;
 }
 
