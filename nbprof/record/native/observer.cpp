@@ -124,12 +124,16 @@ ThreadBuf* register_thread() {
 
 uint32_t intern(ThreadBuf* tb, const char* name) {
   if (!name) name = "";
-  // The slot hashes the pointer with the name's first bytes: a backward node's two names
-  // ("autograd::engine::evaluate_function: XBackward0", "XBackward0") come at one stack
-  // address, one after the other, and would evict each other from a slot of the pointer alone.
-  uint64_t prefix = 0;
-  for (int i = 0; i < 8 && name[i]; ++i) prefix = prefix << 8 | static_cast<uint8_t>(name[i]);
-  uint64_t key = (reinterpret_cast<uintptr_t>(name) ^ prefix) * 0x9E3779B97F4A7C15ull;
+  // The slot hashes the pointer with the name's length and some of its bytes: backward nodes'
+  // names ("autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0", then
+  // "...: ReluBackward0") all come at one stack address and would evict each other from a slot
+  // of the pointer alone. The 8 bytes before the last 8 tell those apart ("dmmBackw").
+  size_t length = std::strlen(name);
+  uint64_t head = 0, tail = 0;
+  std::memcpy(&head, name, length < 8 ? length : 8);
+  if (length > 8) std::memcpy(&tail, name + (length > 16 ? length - 16 : 8), length > 16 ? 8 : length - 8);
+  uint64_t key = (reinterpret_cast<uintptr_t>(name) ^ head ^ (tail * 31) ^ (length << 48)) *
+                 0x9E3779B97F4A7C15ull;
   auto& slot = tb->cache[key >> 56];
   if (slot.ptr == name && std::strcmp(tb->names[slot.id].c_str(), name) == 0) return slot.id;
   std::string_view view(name);
