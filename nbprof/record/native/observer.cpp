@@ -79,6 +79,7 @@ std::atomic<uint64_t> g_session{0};
 std::atomic<bool> g_recording{false};
 bool g_forked = false;
 bool g_record_shapes = false;
+bool g_machinery_only = false;  // benchmarks: the callback runs and records nothing (torch's floor)
 at::CallbackHandle g_handle = 0;
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 std::string g_error;
@@ -166,7 +167,7 @@ void record_shapes(ThreadBuf* tb, Record* r, const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
+  if (!g_recording.load(std::memory_order_relaxed) || g_machinery_only) return nullptr;
   ThreadBuf* tb = tl_buf ? tl_buf : register_thread();
   uint64_t session = g_session.load(std::memory_order_relaxed);
   if (tb->session != session) begin_thread_session(tb, session);
@@ -235,13 +236,14 @@ int nbp_abi_version() { return NBP_ABI_VERSION; }
 
 const char* nbp_last_error() { return g_error.c_str(); }
 
-int nbp_start(int record_shapes) {
+int nbp_start(int record_shapes, int machinery_only) {
   static std::once_flag atfork;
   std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, child_after_fork); });
   if (g_forked) { g_error = "a forked child records nothing"; return -1; }
   if (g_recording.load()) { g_error = "already recording"; return -1; }
   return guarded([&] {
     g_record_shapes = record_shapes != 0;
+    g_machinery_only = machinery_only != 0;
     g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
     g_session.fetch_add(1);
     at::RecordFunctionCallback callback(on_start, on_end);
