@@ -165,3 +165,21 @@ def test_records_of_an_op_open_across_profiles_stay_apart():
     assert "spanning" in first.trace.names
     assert "spanning" not in second.trace.names
     assert (second.trace.end_ns >= second.trace.start_ns).all()
+
+
+def test_a_profile_longer_than_the_kept_buffers_reads_every_record():
+    """Past the chunks kept for the next profile (8 x 8192 records), each chunk is freed as it is
+    read: every record still comes back whole, and the next profile starts clean."""
+    x = torch.zeros(4)
+    with nbprof.profile(cuda=False) as prof:
+        for _ in range(30_000):  # 5 records each: 150k
+            x = x + 1
+    trace = prof.trace
+    names = Counter(trace.names[i] for i in trace.name_id)
+    assert names["aten::add"] == 30_000 and names["aten::copy_"] == 30_000
+    assert (trace.end_ns >= trace.start_ns).all() and (trace.self_ns >= 0).all()
+    block = trace.end_ns.max() - trace.start_ns.min()
+    assert ((trace.end_ns - trace.start_ns) <= block).all()
+    with nbprof.profile(cuda=False) as again:
+        torch.ones(1) + 1
+    assert Counter(again.trace.names[i] for i in again.trace.name_id)["aten::add"] == 1

@@ -296,16 +296,6 @@ int64_t nbp_fetch(NbpColumns* out, int64_t capacity) {
     bool open = false;  // in the chunk being read: an op not ended yet
     for (size_t i = 0; i < n && row < capacity; ++i, ++row) {
       const Record& r = tb->chunks[i / kChunk][i % kChunk];
-      open |= !(r.flags & kEnded);
-      if ((i + 1) % kChunk == 0 || i + 1 == n) {  // a chunk read: past the kept few, it goes now
-        size_t chunk = i / kChunk;                // (the profile's peak memory is the columns'
-        if (chunk >= kKeptChunks) {               // and the chunks' together otherwise)
-          // an op still open would write its end here later: its chunk is never freed
-          if (!open) ::operator delete(tb->chunks[chunk]);
-          tb->chunks[chunk] = nullptr;
-        }
-        open = false;
-      }
       out->start_ns[row] = to_unix(r.start);
       out->end_ns[row] = r.flags & kEnded ? to_unix(r.end) : out->start_ns[row];
       out->thread[row] = static_cast<int32_t>(thread_index);
@@ -318,6 +308,18 @@ int64_t nbp_fetch(NbpColumns* out, int64_t capacity) {
       if (r.shapes_at >= 0 && out->shapes && shape_row < out->shape_rows) {
         out->shape_row[shape_row] = row;
         out->shape_at[shape_row++] = out->shapes_base[thread_index] + r.shapes_at;
+      }
+      // Last, as r is not used after: a chunk read past the kept few goes now (the profile's
+      // peak memory would otherwise be the columns' and the chunks' together). An op still
+      // open would write its end into its chunk later: that chunk is never freed.
+      open |= !(r.flags & kEnded);
+      if ((i + 1) % kChunk == 0 || i + 1 == n) {
+        size_t chunk = i / kChunk;
+        if (chunk >= kKeptChunks) {
+          if (!open) ::operator delete(tb->chunks[chunk]);
+          tb->chunks[chunk] = nullptr;
+        }
+        open = false;
       }
     }
     if (out->shapes) {
