@@ -42,14 +42,14 @@ def test_a_changed_source_or_torch_version_changes_the_cache_folder(tmp_path, mo
 def test_no_compiler_falls_back_to_torch_with_a_note_that_says_what_to_install(fresh_build,
                                                                                monkeypatch):
     monkeypatch.setenv("CXX", "false")
-    with nbprof.profile() as prof:
+    with nbprof.profile(cuda=False) as prof:
         torch.ones(2) + 1
     meta = prof.trace.meta
     assert meta["recorder"] == "torch" and "aten::add" in prof.trace.names
     [note] = [note for note in meta["notes"] if "native recorder" in note]
     assert "g++" in note
     with pytest.raises(RuntimeError, match="g\\+\\+"):
-        with nbprof.profile(recorder="native"):
+        with nbprof.profile(recorder="native", cuda=False):
             pass
     assert not nbprof.record.profiler.is_active()
 
@@ -63,7 +63,7 @@ def test_a_compile_still_running_does_not_hold_up_the_first_profile(fresh_build,
     monkeypatch.setattr(build, "FIRST_PROFILE_WAIT_S", 0.1)
     build.start_background_build()
     try:
-        with nbprof.profile() as prof:
+        with nbprof.profile(cuda=False) as prof:
             torch.ones(2) + 1
         assert build.still_building()
         assert prof.trace.meta["recorder"] == "torch" and "aten::add" in prof.trace.names

@@ -41,7 +41,7 @@ def _workload():
 
 def _profiled(recorder):
     _workload()  # warm: lazy inits (autograd's engine, the thread pools) happen once
-    with nbprof.profile(recorder=recorder) as prof:
+    with nbprof.profile(recorder=recorder, cuda=False) as prof:
         _workload()
     return prof.trace
 
@@ -98,7 +98,7 @@ def test_backward_nodes_link_to_their_forward_ops():
 
 def test_record_shapes_on_the_native_path():
     x = torch.ones(3, 5)
-    with nbprof.profile(record_shapes=True) as prof:
+    with nbprof.profile(record_shapes=True, cuda=False) as prof:
         torch.add(x, x)
     trace = prof.trace
     assert trace.meta["recorder"] == "native"
@@ -110,7 +110,7 @@ def test_a_forked_dataloader_worker_records_nothing_and_prints_nothing(capfd):
     data = torch.utils.data.TensorDataset(torch.arange(8.0))
     loader = torch.utils.data.DataLoader(data, batch_size=2, num_workers=2,
                                          multiprocessing_context="fork")
-    with nbprof.profile() as prof:
+    with nbprof.profile(cuda=False) as prof:
         total = sum(float(batch[0].sum()) for batch in loader)
         torch.ones(2) + 1
     assert total == 28.0
@@ -122,14 +122,14 @@ def test_a_forked_dataloader_worker_records_nothing_and_prints_nothing(capfd):
 
 
 def test_ctrl_c_inside_the_block_keeps_what_ran_and_turns_the_recorder_off():
-    prof = nbprof.profile()
+    prof = nbprof.profile(cuda=False)
     with pytest.raises(KeyboardInterrupt):
         with prof:
             torch.ones(2) + 1
             raise KeyboardInterrupt
     assert not nbprof.record.profiler.is_active()
     assert prof.trace.meta["recorder"] == "native" and "aten::add" in prof.trace.names
-    with nbprof.profile() as again:
+    with nbprof.profile(cuda=False) as again:
         torch.ones(2) * 3
     assert "aten::mul" in again.trace.names and "aten::add" not in again.trace.names
 
@@ -139,7 +139,7 @@ def test_a_hundred_profiles_do_not_grow_the_recorder():
     x = torch.ones(4)
 
     def one():
-        with nbprof.profile() as prof:
+        with nbprof.profile(cuda=False) as prof:
             for _ in range(50):
                 torch.add(x, 1)
         return Counter(prof.trace.names[i] for i in prof.trace.name_id)["aten::add"]
@@ -157,11 +157,29 @@ def test_records_of_an_op_open_across_profiles_stay_apart():
     from torch.autograd.profiler import record_function
 
     outer = record_function("spanning")
-    with nbprof.profile() as first:
+    with nbprof.profile(cuda=False) as first:
         outer.__enter__()
-    with nbprof.profile() as second:
+    with nbprof.profile(cuda=False) as second:
         outer.__exit__(None, None, None)
         torch.ones(1) + 1
     assert "spanning" in first.trace.names
     assert "spanning" not in second.trace.names
     assert (second.trace.end_ns >= second.trace.start_ns).all()
+
+
+def test_a_profile_longer_than_the_kept_buffers_reads_every_record():
+    """Past the chunks kept for the next profile (8 x 8192 records), each chunk is freed as it is
+    read: every record still comes back whole, and the next profile starts clean."""
+    x = torch.zeros(4)
+    with nbprof.profile(cuda=False) as prof:
+        for _ in range(30_000):  # 5 records each: 150k
+            x = x + 1
+    trace = prof.trace
+    names = Counter(trace.names[i] for i in trace.name_id)
+    assert names["aten::add"] == 30_000 and names["aten::copy_"] == 30_000
+    assert (trace.end_ns >= trace.start_ns).all() and (trace.self_ns >= 0).all()
+    block = trace.end_ns.max() - trace.start_ns.min()
+    assert ((trace.end_ns - trace.start_ns) <= block).all()
+    with nbprof.profile(cuda=False) as again:
+        torch.ones(1) + 1
+    assert Counter(again.trace.names[i] for i in again.trace.name_id)["aten::add"] == 1

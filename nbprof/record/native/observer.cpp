@@ -46,8 +46,9 @@ struct Record final : at::ObserverContext {
   static void operator delete(void*) noexcept {}
   int64_t start;      // approximate clock (TSC), converted at read
   int64_t end;
-  uint64_t handle;    // RecordFunction's unique handle: an end finds its own record, never a
-                      // recycled slot's (an op still open across stop/start)
+  const void* fn;     // its RecordFunction: an op still open across stop/start must not end
+                      // the record that took its slot. Two live RecordFunctions never share an
+                      // address, and a slot's new op, once ended, is flagged kEnded.
   int64_t seq;        // sequence number: backward node <-> forward op
   uint64_t fwd_tid;   // RecordFunction thread id of the forward op (backward nodes)
   int64_t shapes_at;  // offset in the thread's shape stream, -1 without shapes
@@ -79,10 +80,12 @@ std::atomic<uint64_t> g_session{0};
 std::atomic<bool> g_recording{false};
 bool g_forked = false;
 bool g_record_shapes = false;
+bool g_machinery_only = false;  // benchmarks: the callback runs and records nothing (torch's floor)
 at::CallbackHandle g_handle = 0;
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 std::string g_error;
-thread_local ThreadBuf* tl_buf = nullptr;
+// initial-exec: read without a __tls_get_addr call on every op (8 bytes of static TLS)
+thread_local ThreadBuf* tl_buf __attribute__((tls_model("initial-exec"))) = nullptr;
 
 struct ThreadExit {  // a thread's end frees its buffer for a later thread once it was read
   ~ThreadExit() { if (tl_buf) tl_buf->exited.store(true); }
@@ -124,7 +127,17 @@ ThreadBuf* register_thread() {
 
 uint32_t intern(ThreadBuf* tb, const char* name) {
   if (!name) name = "";
-  auto& slot = tb->cache[(reinterpret_cast<uintptr_t>(name) >> 3) % kNameCache];
+  // The slot hashes the pointer with the name's length and some of its bytes: backward nodes'
+  // names ("autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0", then
+  // "...: ReluBackward0") all come at one stack address and would evict each other from a slot
+  // of the pointer alone. The 8 bytes before the last 8 tell those apart ("dmmBackw").
+  size_t length = std::strlen(name);
+  uint64_t head = 0, tail = 0;
+  std::memcpy(&head, name, length < 8 ? length : 8);
+  if (length > 8) std::memcpy(&tail, name + (length > 16 ? length - 16 : 8), length > 16 ? 8 : length - 8);
+  uint64_t key = (reinterpret_cast<uintptr_t>(name) ^ head ^ (tail * 31) ^ (length << 48)) *
+                 0x9E3779B97F4A7C15ull;
+  auto& slot = tb->cache[key >> 56];
   if (slot.ptr == name && std::strcmp(tb->names[slot.id].c_str(), name) == 0) return slot.id;
   std::string_view view(name);
   auto found = tb->ids.find(view);
@@ -156,7 +169,7 @@ void record_shapes(ThreadBuf* tb, Record* r, const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
+  if (!g_recording.load(std::memory_order_relaxed) || g_machinery_only) return nullptr;
   ThreadBuf* tb = tl_buf ? tl_buf : register_thread();
   uint64_t session = g_session.load(std::memory_order_relaxed);
   if (tb->session != session) begin_thread_session(tb, session);
@@ -167,7 +180,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   }
   Record* r = new (tb->chunks[chunk] + n % kChunk) Record();
   r->name = intern(tb, fn.name());
-  r->handle = fn.handle();
+  r->fn = &fn;
   r->seq = fn.seqNr();
   r->fwd_tid = fn.forwardThreadId();
   r->scope = static_cast<uint8_t>(fn.scope());
@@ -186,14 +199,15 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   int64_t now = static_cast<int64_t>(c10::getApproximateTime());
   if (!ctx || !g_recording.load(std::memory_order_relaxed)) return;
   auto* r = static_cast<Record*>(ctx);
-  if (r->handle != fn.handle() || r->flags & kEnded) return;
+  if (r->fn != &fn || r->flags & kEnded) return;
   r->end = now;
   uint8_t flags = kEnded;
   if (fn.isAsync()) flags |= kAsync;
-  if (fn.threadId() != at::RecordFunction::currentThreadId()) {
+  ThreadBuf* tb = tl_buf;  // fn.threadId() is the starting thread's (inline, no call)
+  if (!tb || fn.threadId() != tb->rf_tid) {
     flags |= kOtherThread;
-  } else if (tl_buf && tl_buf->depth > 0) {
-    tl_buf->depth--;
+  } else if (tb->depth > 0) {
+    tb->depth--;
   }
   r->flags |= flags;
 }
@@ -224,17 +238,18 @@ int nbp_abi_version() { return NBP_ABI_VERSION; }
 
 const char* nbp_last_error() { return g_error.c_str(); }
 
-int nbp_start(int record_shapes) {
+int nbp_start(int record_shapes, int machinery_only) {
   static std::once_flag atfork;
   std::call_once(atfork, [] { pthread_atfork(nullptr, nullptr, child_after_fork); });
   if (g_forked) { g_error = "a forked child records nothing"; return -1; }
   if (g_recording.load()) { g_error = "already recording"; return -1; }
   return guarded([&] {
     g_record_shapes = record_shapes != 0;
+    g_machinery_only = machinery_only != 0;
     g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
     nbp_memory_start(g_session.fetch_add(1) + 1);
     at::RecordFunctionCallback callback(on_start, on_end);
-    callback.needsInputs(g_record_shapes).needsOutputs(false).needsIds(true)
+    callback.needsInputs(g_record_shapes).needsOutputs(false).needsIds(false)
         .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                  at::RecordScope::USER_SCOPE});
     g_recording.store(true);
@@ -281,6 +296,7 @@ int64_t nbp_fetch(NbpColumns* out, int64_t capacity) {
     size_t n = tb->count.load(std::memory_order_acquire);
     out->thread_os_tid[thread_index] = tb->os_tid;
     out->thread_rf_tid[thread_index] = static_cast<int64_t>(tb->rf_tid);
+    bool open = false;  // in the chunk being read: an op not ended yet
     for (size_t i = 0; i < n && row < capacity; ++i, ++row) {
       const Record& r = tb->chunks[i / kChunk][i % kChunk];
       out->start_ns[row] = to_unix(r.start);
@@ -295,6 +311,18 @@ int64_t nbp_fetch(NbpColumns* out, int64_t capacity) {
       if (r.shapes_at >= 0 && out->shapes && shape_row < out->shape_rows) {
         out->shape_row[shape_row] = row;
         out->shape_at[shape_row++] = out->shapes_base[thread_index] + r.shapes_at;
+      }
+      // Last, as r is not used after: a chunk read past the kept few goes now (the profile's
+      // peak memory would otherwise be the columns' and the chunks' together). An op still
+      // open would write its end into its chunk later: that chunk is never freed.
+      open |= !(r.flags & kEnded);
+      if ((i + 1) % kChunk == 0 || i + 1 == n) {
+        size_t chunk = i / kChunk;
+        if (chunk >= kKeptChunks) {
+          if (!open) ::operator delete(tb->chunks[chunk]);
+          tb->chunks[chunk] = nullptr;
+        }
+        open = false;
       }
     }
     if (out->shapes) {
@@ -339,17 +367,19 @@ int64_t nbp_shapes_size(int64_t* per_thread, int64_t* records_with_shapes) {
 
 void nbp_release() {
   // After a read: names and shapes go; chunks beyond a few per thread go back to the system
-  // (a 10M-op profile must not keep 0.5 GB), the rest stay faulted in for the next profile.
+  // (a 10M-op profile must not keep 0.5 GB: nbp_fetch frees those it read), the rest stay
+  // faulted in for the next profile.
   std::lock_guard<std::mutex> lock(g_threads_mutex);
   if (g_recording.load()) return;
   for (ThreadBuf* tb : g_threads) {
     size_t n = tb->count.load();
-    while (tb->chunks.size() > kKeptChunks) {
+    while (tb->chunks.size() > kKeptChunks) {  // read ones were freed by nbp_fetch
       Record* chunk = tb->chunks.back();
       size_t first = (tb->chunks.size() - 1) * kChunk;
-      bool open = false;  // an op still open would write its end here later: keep the chunk
-      for (size_t i = first; i < n && i < first + kChunk; ++i) open |= !(chunk[i - first].flags & kEnded);
-      if (!open) ::operator delete(chunk);
+      bool open = false;
+      for (size_t i = first; chunk && i < n && i < first + kChunk; ++i)
+        open |= !(chunk[i - first].flags & kEnded);
+      if (chunk && !open) ::operator delete(chunk);
       tb->chunks.pop_back();
     }
     tb->count.store(0);
@@ -363,7 +393,8 @@ void nbp_release() {
 int64_t nbp_retained_bytes() {
   std::lock_guard<std::mutex> lock(g_threads_mutex);
   int64_t bytes = 0;
-  for (ThreadBuf* tb : g_threads) bytes += tb->chunks.size() * kChunk * sizeof(Record);
+  for (ThreadBuf* tb : g_threads)
+    for (Record* chunk : tb->chunks) bytes += chunk ? kChunk * sizeof(Record) : 0;
   return bytes;
 }
 

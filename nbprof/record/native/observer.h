@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#define NBP_ABI_VERSION 1
+#define NBP_ABI_VERSION 2
 // The build hides every other symbol (-fvisibility=hidden): only these are the ABI.
 #define NBP_API __attribute__((visibility("default")))
 
@@ -35,7 +35,9 @@ struct NbpColumns {
 
 NBP_API int nbp_abi_version();
 NBP_API const char* nbp_last_error();
-NBP_API int nbp_start(int record_shapes);
+// machinery_only: the callback is registered and returns at once (what torch's RecordFunction
+// machinery costs alone, the floor of any observer; benchmarks)
+NBP_API int nbp_start(int record_shapes, int machinery_only);
 NBP_API int64_t nbp_stop();
 NBP_API int64_t nbp_thread_count();
 NBP_API int64_t nbp_names_size();

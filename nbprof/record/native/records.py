@@ -16,7 +16,7 @@ import numpy as np
 SCOPE_FUNCTION, SCOPE_BACKWARD, SCOPE_USER = 0, 1, 7
 # observer.cpp's Flags
 FLAG_ASYNC, FLAG_OTHER_THREAD, FLAG_ENDED, FLAG_CAPTURING, FLAG_GPU_ERROR = 1, 2, 4, 8, 16
-ABI_VERSION = 1  # observer.h's NBP_ABI_VERSION
+ABI_VERSION = 2  # observer.h's NBP_ABI_VERSION
 
 _P64, _P32 = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32)
 _P16, _P8 = ctypes.POINTER(ctypes.c_uint16), ctypes.POINTER(ctypes.c_uint8)
@@ -63,7 +63,7 @@ class NativeLibrary:
         if lib.nbp_abi_version() != ABI_VERSION:
             raise RuntimeError(f"{path} speaks ABI {lib.nbp_abi_version()}, not {ABI_VERSION}")
         lib.nbp_last_error.restype = ctypes.c_char_p
-        lib.nbp_start.argtypes, lib.nbp_start.restype = [ctypes.c_int], ctypes.c_int
+        lib.nbp_start.argtypes, lib.nbp_start.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
         for name in ("nbp_stop", "nbp_thread_count", "nbp_names_size", "nbp_retained_bytes"):
             getattr(lib, name).restype = ctypes.c_int64
         lib.nbp_shapes_size.argtypes, lib.nbp_shapes_size.restype = [_P64, _P64], ctypes.c_int64
@@ -73,8 +73,9 @@ class NativeLibrary:
         self.lib = lib
         self.path = str(path)
 
-    def start(self, record_shapes: bool = False) -> None:
-        if self.lib.nbp_start(int(record_shapes)) != 0:
+    def start(self, record_shapes: bool = False, machinery_only: bool = False) -> None:
+        """``machinery_only``: the callback runs and records nothing (benchmarks: the floor)."""
+        if self.lib.nbp_start(int(record_shapes), int(machinery_only)) != 0:
             raise RuntimeError(f"nbprof's native observer could not start: "
                                f"{self.lib.nbp_last_error().decode(errors='replace')}")
 
