@@ -13,6 +13,7 @@ beside the script.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pathlib
 import runpy
@@ -79,7 +80,9 @@ def _run(options, script_args: list[str], stops: StopSignals) -> int:
         print(f"nbprof: {stops.what()} before the script started; nothing was written",
               file=sys.stderr)
         return stops.status()
-    exit_code, trace, interrupted = _profile_script(profile, script, script_args, start_folder)
+    exit_code, trace, interrupted = _profile_script(
+        functools.partial(profile, recorder=options.recorder, memory=options.memory), script,
+        script_args, start_folder)
     if trace is None:  # the profiler never started (Ctrl-C while it was starting)
         print(f"nbprof: {stops.what()} before the profile started; nothing was written",
               file=sys.stderr)

@@ -16,6 +16,8 @@ pyarrow is imported here only, when first used: the model stays numpy-only.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections.abc import Mapping
 
@@ -25,11 +27,12 @@ import orjson
 
 from .atomic import write_with
 from .chrome.export import json_default
-from ..model import CounterSeries, Instants, Thread, Trace
+from ..model import CounterSeries, Instants, MemoryEvents, Thread, Trace
 
 FORMAT = "nbprof-columnar-1"
 ROW_GROUP = 1 << 20
 METADATA_KEY = b"nbprof"
+MEMORY_KEY = b"nbprof.memory"
 
 _CPU_COLUMNS = {"thread": np.int32, "category": np.uint8, "depth": np.int16, "parent": np.int32,
                 "self_ns": np.int64}
@@ -230,7 +233,35 @@ def to_arrow(trace: Trace):
                             "time_ns": c.time_ns.tolist(), "values": c.values.tolist()}
                            for c in trace.counters]}
     table = pa.table(columns)
-    return table.replace_schema_metadata({METADATA_KEY: dumps(header).encode("utf-8")})
+    metadata = {METADATA_KEY: dumps(header).encode("utf-8")}
+    if len(trace.memory):
+        metadata[MEMORY_KEY] = _memory_bytes(trace.memory)
+    return table.replace_schema_metadata(metadata)
+
+
+def _memory_bytes(memory: MemoryEvents) -> bytes:
+    """The memory columns as a compressed .npz (base64: metadata values are text to some
+    readers). They can be millions of rows, too many for the JSON header, and are not rows of
+    the events table (a dataset of ranks would count them as events)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{name: getattr(memory, name)
+                                   for name in MemoryEvents.__dataclass_fields__})
+    return base64.b64encode(buffer.getvalue())
+
+
+def _memory(path, metadata: dict) -> MemoryEvents:
+    packed = metadata.get(MEMORY_KEY)
+    if packed is None:
+        return MemoryEvents.empty()
+    try:
+        with np.load(io.BytesIO(base64.b64decode(packed, validate=True)),
+                     allow_pickle=False) as columns:
+            # build casts each column to its type; the rows are already in time order
+            return MemoryEvents.build(**{name: columns[name]
+                                         for name in MemoryEvents.__dataclass_fields__})
+    except (ValueError, KeyError, OSError, TypeError) as error:
+        raise ColumnarFormatError(f"{path}: its memory events are damaged ({error}); write "
+                                  "the file again with trace.to_parquet(path)") from error
 
 
 def write_parquet(trace: Trace, path, compression: str = "zstd") -> str:
@@ -306,6 +337,7 @@ def read_parquet(path) -> Trace:
         shapes=_sparse(col("shapes"), 0, n, loads),
         stacks=_sparse(col("stack"), 0, n, tuple),
         instants=_instants(header.get("instants")),
+        memory=_memory(path, pq.read_schema(path).metadata or {}),
         counters=[CounterSeries(c["name"], c["series"], c["pid"], np.asarray(c["time_ns"], np.int64),
                                 np.asarray(c["values"], np.float64))
                   for c in header.get("counters", ())])

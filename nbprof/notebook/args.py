@@ -86,7 +86,11 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-kernels", dest="kernels", action="store_const", const=False,
                         help="on a GPU, CUDA events only (no CUPTI: the least overhead)")
     parser.add_argument("--record-shapes", action="store_true", help="record the input shapes of each op")
+    parser.add_argument("--recorder", choices=("auto", "native", "torch"), default="auto",
+                        help="what records: nbprof's native observer where it builds (auto), only it, or torch's profiler")
     parser.add_argument("--with-stack", action="store_true", help="record the Python stack of each op")
+    parser.add_argument("--memory", action="store_true",
+                        help="record every allocation and free (a memory lane per device)")
     parser.add_argument("--warmup", metavar="N", type=_non_negative_int, default=0,
                         help="run the cell N times unprofiled first")
     parser.add_argument("--repeat", metavar="N", type=_positive_int, default=1,

@@ -182,7 +182,8 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
                   "profiled):", file=sys.stderr)
             raise
     session = profile(cuda=False if options.cpu_only else None, kernels=options.kernels,
-                      record_shapes=options.record_shapes, with_stack=options.with_stack)
+                      record_shapes=options.record_shapes, with_stack=options.with_stack,
+                      recorder=options.recorder, memory=options.memory)
     runs = _Runs(options.repeat)
     # From before the start to after the stop, Ctrl-C raises only inside the cell's own code: one
     # that landed between the start and the cell's try (or the cell's end and the stop) would leave

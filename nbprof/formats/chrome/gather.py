@@ -175,6 +175,8 @@ class Gatherer:
         for name in ("ts", "name", "pid", "tid"):
             getattr(out.instants, name).extend(getattr(found, name))
         out.instants.skipped += found.skipped
+        out.instants.memory += found.memory
+        out.instants.memory_skipped += found.memory_skipped
         samples = counter_events(events, rows["C"])
         for key, (times, values) in samples.series.items():
             out.counters.series[key][0].extend(times)

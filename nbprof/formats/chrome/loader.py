@@ -35,9 +35,11 @@ from .args import MISSING, LazyArgs
 from .async_slices import META_KEY as ASYNC_META_KEY, async_threads
 from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
 from .growing import give_back_freed_memory
+from .memory_events import memory_events
 from .read import (MAX_TIME_US, Column, TraceFormatError, hashable, ns_from_us,
                    ns_in_place, pick)
-from ...model import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
+from ...model import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, MemoryEvents, Trace
+from ...model.memory import attributed
 from ...model.nesting import nest, time_ordered
 
 # Kineto's GPU-side categories (lower-cased; older files capitalise them) -> GPU kind.
@@ -238,6 +240,8 @@ class Load:
             counters=self._counters(counters, origin_us) if counters else (),
             event_args=cpu_extras["args"], shapes=cpu_extras["shapes"],
             stacks=cpu_extras["stacks"], meta=self.meta(round(origin_us * 1000)))
+        if instants.memory or instants.memory_skipped:
+            trace.memory = self._memory(instants, origin_us, trace)
         if spans:
             trace.meta["profiler_spans"] = spans
         async_lanes = async_threads(self.lane_index)
@@ -246,6 +250,18 @@ class Load:
                                                  *async_lanes})
         give_back_freed_memory()
         return self.finish(trace)
+
+    def _memory(self, found, origin_us, trace) -> MemoryEvents:
+        """The [memory] instants as the trace's memory columns, each tied to its op."""
+        if found.memory_skipped:
+            trace.meta.setdefault("notes", []).append(
+                f"{found.memory_skipped} [memory] events without integer Bytes or on a device "
+                f"other than the CPU or CUDA were left out")
+        time_ns, fits = self._in_range_ns(np.array([row[0] for row in found.memory], np.float64),
+                                          origin_us, "[memory] events")
+        rows = list(compress(found.memory, fits.tolist()))
+        found.memory = None
+        return attributed(memory_events(rows, self.lane_index, time_ns), trace)
 
     def _in_range_ns(self, ts_us: np.ndarray, origin_us: float, what: str):
         """ns from the origin, and which of ``ts_us`` fit (the rest are noted and dropped)."""
@@ -370,6 +386,14 @@ class NbprofLoad(Load):
 
     def categories(self):
         return list(self.block.get("categories", []))
+
+    def _counters(self, found, origin_us) -> list:
+        # the export's memory level tracks are drawn from the [memory] events, not kept twice
+        derived = self.block.get("memory_counters")
+        if isinstance(derived, list):
+            found.series = {key: samples for key, samples in found.series.items()
+                            if key[1] not in derived}
+        return super()._counters(found, origin_us)
 
     def launches(self, cpu_rows, gpu_rows, flows, start_ns, origin_us):
         # The block's ids are positions in the file's order (CPU slices, GPU slices); the rows
