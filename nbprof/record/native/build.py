@@ -8,8 +8,8 @@ stale .so that reads RecordFunction through inline accessors: the key here is to
 and git hash, its C++ ABI, Python's version, the compiler and a hash of the sources and flags.
 
 Nothing here imports torch: :func:`start_background_build` runs at ``import nbprof`` (a thread
-that waits on the compiler, which runs in its own process and finishes even if Python exits
-first), and :func:`library_path` awaits it at the first profile. Where it cannot build,
+that waits on the compiler, which runs in its own process and finishes, renaming its
+finished library into place, even if Python exits first), and :func:`library_path` awaits it at the first profile. Where it cannot build,
 :func:`library_path` returns None and :data:`why_not` says what to install, in one line.
 """
 
@@ -115,17 +115,21 @@ def _build() -> Path | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{LIBRARY}.{os.getpid()}.{threading.get_ident()}")
     command = compile_command(torch_path, partial)
+    # The shell renames the finished file itself: a process that exits mid-build (a short CLI
+    # command; this thread is a daemon) still leaves a whole library in the cache, never a
+    # half one. Another process building the same key writes the same bytes.
+    script = f"{shlex.join(command)} && mv -f {shlex.quote(str(partial))} {shlex.quote(str(target))}"
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, errors="replace")
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                              errors="replace")
     except OSError as error:
         why_not = _why_build_failed(command, str(error))
         return None
-    if done.returncode != 0 or not partial.exists():
+    if done.returncode != 0 or not target.exists():
         partial.unlink(missing_ok=True)
         why_not = _why_build_failed(command, done.stderr + done.stdout)
         return None
-    os.replace(partial, target)  # another process building the same key writes the same bytes
     build_seconds = time.perf_counter() - started
     return target
 
