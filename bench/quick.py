@@ -133,8 +133,9 @@ def page_figures(trace: nbprof.Trace, folder: pathlib.Path) -> list:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
                                              args=bench_timeline.CHROMIUM_ARGS)
         try:
-            ours = bench_timeline.browse(browser, ours_page, bench_timeline.READY_NBPROF)
-            naive = bench_timeline.browse(browser, naive_page, bench_timeline.READY_NAIVE)
+            ours, naive = (bench_timeline.browse(browser, page, ready, steps=("zoom", "pan"))
+                           for page, ready in ((ours_page, bench_timeline.READY_NBPROF),
+                                               (naive_page, bench_timeline.READY_NAIVE)))
         finally:
             browser.close()
     for key, label, target, margin in (("ready_s", "page ready in Chromium", 0.15, 0.4),
@@ -165,6 +166,7 @@ def record_figures() -> list:
 
 def answer_figures(trace: nbprof.Trace) -> list:
     """Steps, kernel summary and a diff of the 1M trace against key_averages() of the same."""
+    bench_answers.RUNS = 3  # medians of 3 after a warm-up (the full bench takes 5)
     averages = bench_answers.median_seconds(trace.key_averages)
     events = len(trace)
     # the targets: bench_answers' absolute ones (steps, summary <= 0.5 s at 1M CPU events) over

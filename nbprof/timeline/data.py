@@ -62,21 +62,35 @@ class DetailTexts:
         return out
 
 
-def detail_texts(trace: Trace) -> DetailTexts:
+def detail_texts(trace: Trace, cpu_ids=None, gpu_rows=None) -> DetailTexts:
     """The trace's hover texts, formatted once per distinct value, not once per event: a loaded
-    file's args are decoded a block at a time for just the keys shown (formats' ``coded``)."""
+    file's args are decoded a block at a time for just the keys shown (formats' ``coded``).
+    With ``cpu_ids`` and ``gpu_rows`` (sorted), only those events' (the few a served view
+    shows as themselves)."""
+    def only(mapping, rows):
+        return mapping if rows is None else _subset(mapping, rows)
+
     cpu_rows, cpu_codes, cpu_texts = _joined([
-        *_texts(trace.shapes, [None], lambda _key, shapes: f"shapes: {shapes}" if shapes else None),
+        *_texts(only(trace.shapes, cpu_ids), [None],
+                lambda _key, shapes: f"shapes: {shapes}" if shapes else None),
         # the innermost frames say where in the user's code the op ran
-        *_texts(trace.stacks, [None], lambda _key, stack: "at " + " ← ".join(
+        *_texts(only(trace.stacks, cpu_ids), [None], lambda _key, stack: "at " + " ← ".join(
             map(str, stack[:STACK_FRAMES_SHOWN])) if stack else None)])
-    gpu_rows, gpu_codes, gpu_texts = _joined(_texts(trace.gpu_args, GPU_DETAIL_KEYS,
+    gpu_rows, gpu_codes, gpu_texts = _joined(_texts(only(trace.gpu_args, gpu_rows),
+                                                    GPU_DETAIL_KEYS,
                                                     lambda key, value: f"{key}: {value}"))
     texts = sorted(set(cpu_texts) | set(gpu_texts))
     index = {text: code for code, text in enumerate(texts)}
     cpu_index = np.array([index[text] for text in cpu_texts] or [-1], np.int64)
     gpu_index = np.array([index[text] for text in gpu_texts] or [-1], np.int64)
     return DetailTexts(texts, cpu_rows, cpu_index[cpu_codes], gpu_rows, gpu_index[gpu_codes])
+
+
+def _subset(mapping, rows: np.ndarray):
+    """``mapping`` (row -> value) for just ``rows``: a loaded file's stays undecoded."""
+    if hasattr(mapping, "subset"):
+        return mapping.subset(rows)
+    return {row: mapping[row] for row in rows.tolist() if row in mapping}
 
 
 def _texts(mapping, keys, text_of) -> list:

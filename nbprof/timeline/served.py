@@ -36,7 +36,6 @@ class Served:
         self.trace, self.lanes, self.budget = trace, lanes, budget
         self.columns = row_columns(trace, lanes)
         self.family = np.concatenate([cpu_families(trace), gpu_families(trace)])
-        self.details = detail_texts(trace)
         # per GPU interval, the op that launched it and the runtime call that did (-1: unknown)
         self.launch_op = trace.gpu_launch
         self.launch_call = runtime_calls(trace)
@@ -160,12 +159,15 @@ class Served:
 
     def _details(self, event_id, is_gpu, single):
         """The texts of this answer's single events (the table of just those), the entries that
-        have one and each one's code into that table."""
-        codes = np.where(single, self.details.codes(event_id, is_gpu), -1)
-        entries = np.flatnonzero(codes >= 0)
-        used, local = np.unique(codes[entries], return_inverse=True)
-        return [self.details.texts[code] for code in used.tolist()], entries, \
-            local.reshape(-1).astype(np.int64)
+        have one and each one's code into that table: formatted per answer for the few events
+        drawn as themselves, never for the whole trace."""
+        shown = np.flatnonzero(single)
+        ids, gpu = event_id[shown], is_gpu[shown]
+        details = detail_texts(self.trace, cpu_ids=np.unique(ids[~gpu]),
+                               gpu_rows=np.unique(ids[gpu]))
+        codes = details.codes(ids, gpu)
+        has = codes >= 0
+        return details.texts, shown[has], codes[has]
 
 
 def _micros(value: float) -> str:

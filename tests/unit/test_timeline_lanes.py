@@ -176,11 +176,30 @@ def test_a_real_trace_has_every_hover_text_it_had_without_a_decode_per_event(
     assert found == expected
     lanes = build_lanes(trace)
     encode_events(trace, lanes)
-    served = Served(trace, lanes, budget=1000)  # past the budget: the kernel's answers
+    # Past the budget the kernel answers each view: it formats the texts of the events an
+    # answer draws as themselves, not the whole trace's when it starts
+    from nbprof.formats.chrome.args import LazyArgs
+    coded = LazyArgs.coded
+    monkeypatch.setattr(LazyArgs, "coded", lambda *args: pytest.fail("texts built up front"))
+    served = Served(trace, lanes, budget=1000)
+    monkeypatch.setattr(LazyArgs, "coded", coded)
     view = served.answer({"x0": [0.0], "x1": [float(served.columns.span_ns)], "width": [1e9],
                           "min_duration": [0], "key": ["k"]})
     meta = json.loads(view["meta"][0])
-    assert meta["detail_texts"] and set(meta["detail_texts"]) <= set(expected.values())
+    columns = unpack_columns(view["packed"][0], meta["layout"])
+    counts = columns["row_count"].astype(np.int64)
+    row = np.repeat(np.arange(len(counts)), counts)
+    # each entry's trace id: deltas within its row
+    event_id = np.concatenate([np.cumsum(part) for part in np.split(
+        columns["event_id_delta"].astype(np.int64), np.cumsum(counts)[:-1])])
+    kind = np.where(lanes.row_is_gpu[row], "gpu", "cpu")
+    shown = {(kind[entry], int(event_id[entry])): meta["detail_texts"][text]
+             for entry, text in zip(columns["detail_entry"].tolist(),
+                                    columns["detail_text"].tolist())}
+    assert len(shown) > 100
+    assert shown == {key: expected[key] for key, count in zip(
+        zip(kind.tolist(), event_id.tolist()), columns["count"].tolist())
+        if count == 1 and key in expected}
 
 
 def test_area_selection_and_view_requests_are_named_sources():

@@ -457,6 +457,13 @@ class LazyArgs(Mapping):
     def items(self):
         return list(zip(self, self.values()))
 
+    def subset(self, rows: np.ndarray) -> "LazyArgs":
+        """The same mapping for just those of ``rows`` (sorted) it has, still undecoded."""
+        at = np.minimum(np.searchsorted(self._rows, rows), max(len(self._rows) - 1, 0))
+        at = at[self._rows[at] == rows] if len(self._rows) else at[:0]
+        return LazyArgs(self._rows[at], self._slots[at], self._stores,
+                        None if self._store_of is None else self._store_of[at], self._view)
+
     def coded(self, keys: tuple = (None,)) -> list:
         """Per key of ``keys`` (None: the mapping's own value), the rows whose value has it
         (sorted), each one's code into the table of its distinct values, and that table
