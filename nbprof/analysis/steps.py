@@ -184,9 +184,10 @@ def _holds_step(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _cpu_busy(trace: Trace, windows: StepWindows) -> np.ndarray:
     """Per step, CPU busy: the union, over threads, of the outermost ops in the step (their
-    children lie inside them); the step markers and spans that hold the whole step do not count."""
+    children lie inside them); the step markers and spans that hold the whole step do not count,
+    nor do async slices (a request in flight is no thread's work; formats/chrome/async_slices)."""
     start, end = windows.start_ns, windows.end_ns
-    excluded = np.zeros(len(trace), bool)
+    excluded = trace.async_thread_mask()[trace.thread]
     excluded[windows.marker_rows] = True
     step_of_event = windows.of_times(trace.start_ns)
     excluded |= _holds_step(trace, start, end)

@@ -191,6 +191,17 @@ class Trace:
     def has_gpu(self) -> bool:
         return len(self.gpu_start_ns) > 0
 
+    def async_thread_mask(self) -> np.ndarray:
+        """Per thread, whether it is an async lane (a file's async slices: its thread is their
+        track's lane, not an OS thread), as ``meta["async_threads"]`` lists them; entries that
+        name no thread (a hand-edited file) are ignored."""
+        mask = np.zeros(len(self.threads), bool)
+        listed = self.meta.get("async_threads")
+        if isinstance(listed, list):
+            mask[[t for t in listed if isinstance(t, int) and not isinstance(t, bool)
+                  and 0 <= t < len(mask)]] = True
+        return mask
+
     def gpu_stream_keys(self) -> np.ndarray:
         """One int64 per GPU interval naming its (device, stream), so streams can be grouped with
         numpy; :func:`split_stream_key` turns a key back into the pair."""

@@ -32,6 +32,7 @@ from itertools import compress
 import numpy as np
 
 from .args import MISSING, LazyArgs
+from .async_slices import META_KEY as ASYNC_META_KEY, async_threads
 from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
 from .growing import give_back_freed_memory
 from .read import (MAX_TIME_US, Column, TraceFormatError, hashable, ns_from_us,
@@ -227,8 +228,8 @@ class Load:
                       for view in ("args", "shapes", "stacks")}
         del cpu_rows
         if skipped:
-            self.notes.append(f"{skipped} events of phases nbprof does not read (async, object, "
-                              f"sample, ...) were skipped")
+            self.notes.append(f"{skipped} events of phases nbprof does not read (object, sample, "
+                              f"...) were skipped")
         give_back_freed_memory()
         depth, parent, self_ns = nest(cpu_start, cpu_end, thread)
         trace = Trace(
@@ -239,6 +240,10 @@ class Load:
             counters=self._counters(counters, origin_us) if counters else (),
             event_args=cpu_extras["args"], shapes=cpu_extras["shapes"],
             stacks=cpu_extras["stacks"], meta=self.meta(round(origin_us * 1000)))
+        async_lanes = async_threads(self.lane_index)
+        if async_lanes:  # which threads are async tracks' lanes (async_slices.py)
+            trace.meta[ASYNC_META_KEY] = sorted({*trace.meta.get(ASYNC_META_KEY, ()),
+                                                 *async_lanes})
         give_back_freed_memory()
         return self.finish(trace)
 
@@ -287,7 +292,10 @@ class Load:
         position = {category: index for index, category in enumerate(self.categories())}
         code_of = np.zeros(max(len(cat_table), 1), np.int64)
         for code in np.unique(cat_codes).tolist():  # first-seen order: cat_table's codes are
-            code_of[code] = position.setdefault(cat_table[code], len(position))
+            # a slice without a cat has the empty one (as Perfetto reads it): the table stays
+            # strings, which an export's block must hold to load back
+            category = cat_table[code] if cat_table[code] is not None else ""
+            code_of[code] = position.setdefault(category, len(position))
         if len(position) > MAX_CATEGORIES:
             self.notes.append(f"the file has {len(position)} event categories, more than the "
                               f"{MAX_CATEGORIES} a trace keeps: the last "
@@ -355,7 +363,8 @@ class NbprofLoad(Load):
             tid_ids = int_ids([tid for _pid, tid in known + unknown])
             for key in unknown:
                 lanes[key] = len(threads)
-                threads.append((pid_ids[key[0]], tid_ids[key[1]], f"thread {key[1]}"))
+                threads.append((pid_ids[key[0]], tid_ids[key[1]],
+                                getattr(key[1], "label", None) or f"thread {key[1]}"))
         self.lane_index = lanes
         return [lanes[key] for key in distinct], threads
 
