@@ -160,7 +160,7 @@ def _diff(options) -> int:
     before, after = load(options.before), load(options.after)
     path, comparison = save_compare_html(before, after, page,
                                          title=options.title or f"nbprof diff: {options.after}")
-    print(comparison.table.table(row_limit=options.row_limit))
+    print(comparison.report(row_limit=options.row_limit))
     print(f"nbprof: wrote {path}")
     return 0
 

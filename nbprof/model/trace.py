@@ -263,12 +263,12 @@ class Trace:
 
         return table(self, sort_by=sort_by, row_limit=row_limit)
 
-    def gpu_agreement(self):
-        """Each op's CUDA-event interval against the kernels it and its nested ops ran: per op and
-        per name, offsets and ratio, flagged beyond 10% (see nbprof/analysis/gpu_agreement.py)."""
+    def gpu_agreement(self, by: str = "name"):
+        """Each op's CUDA-event interval against the kernels it and its nested ops ran, per op name
+        (or ``by="op"``): offsets and ratio, flagged beyond 10% (see nbprof/analysis/gpu_agreement.py)."""
         from ..analysis.gpu_agreement import gpu_agreement
 
-        return gpu_agreement(self)
+        return gpu_agreement(self, by=by)
 
     def steps(self, launch_gap_us: float = 10.0):
         """The steps of a training loop and where each one's time went (see nbprof/analysis/steps.py)."""

@@ -300,6 +300,11 @@ def cpu_families(trace: Trace) -> np.ndarray:
     return table[trace.category]
 
 
+def is_runtime_category(category: str) -> bool:
+    """Whether a CPU event of this category is a runtime/driver call (cudaLaunchKernel...)."""
+    return _CATEGORY_FAMILY.get(str(category).lower()) == FAMILY_RUNTIME
+
+
 def gpu_families(trace: Trace) -> np.ndarray:
     return _GPU_KIND_FAMILY[trace.gpu_kind]
 

@@ -132,6 +132,12 @@ class Load:
         """The µs value that becomes time 0."""
         raise NotImplementedError
 
+    def metadata_rows_mask(self) -> np.ndarray | None:
+        """Which slices say something of the whole trace rather than being events (Kineto's
+        "PyTorch Profiler (0)" span): kept in ``meta["profiler_spans"]``, not as events. None:
+        no such slices."""
+        return None
+
     def thread_table(self, distinct: list) -> tuple[list, list]:
         """For the distinct (pid, tid) pairs of the CPU slices: each one's thread index, and
         the threads table."""
@@ -189,7 +195,12 @@ class Load:
         # Trace.build sorts); GPU by start then end. Sorting here, before any per-row dict is
         # made, spares remapping those dicts afterwards.
         index = np.int32 if len(start_ns) < 1 << 31 else np.int64
-        cpu_rows = time_ordered(np.flatnonzero(~is_gpu).astype(index), start_ns,
+        is_metadata = self.metadata_rows_mask()
+        spans = [{"name": str(s.name.table[s.name.codes[row]]), "start_ns": int(start_ns[row]),
+                  "end_ns": int(end_ns[row])} for row in np.flatnonzero(is_metadata).tolist()] \
+            if is_metadata is not None else []
+        cpu_rows = time_ordered(np.flatnonzero(~is_gpu if is_metadata is None else
+                                               ~is_gpu & ~is_metadata).astype(index), start_ns,
                                 lambda rows: start_ns[rows] - end_ns[rows])
         gpu_rows = time_ordered(np.flatnonzero(is_gpu).astype(index), start_ns,
                                 lambda rows: end_ns[rows])
@@ -240,6 +251,8 @@ class Load:
             counters=self._counters(counters, origin_us) if counters else (),
             event_args=cpu_extras["args"], shapes=cpu_extras["shapes"],
             stacks=cpu_extras["stacks"], meta=self.meta(round(origin_us * 1000)))
+        if spans:
+            trace.meta["profiler_spans"] = spans
         async_lanes = async_threads(self.lane_index)
         if async_lanes:  # which threads are async tracks' lanes (async_slices.py)
             trace.meta[ASYNC_META_KEY] = sorted({*trace.meta.get(ASYNC_META_KEY, ()),
