@@ -37,7 +37,9 @@ MEMORY_KEY = b"nbprof.memory"
 _CPU_COLUMNS = {"thread": np.int32, "category": np.uint8, "depth": np.int16, "parent": np.int32,
                 "self_ns": np.int64}
 _GPU_COLUMNS = {"device": ("gpu_device", np.int16), "stream": ("gpu_stream", np.int32),
-                "launch": ("gpu_launch", np.int32), "gpu_kind": ("gpu_kind", np.uint8)}
+                "launch": ("gpu_launch", np.int32), "gpu_kind": ("gpu_kind", np.uint8),
+                "call": ("gpu_call", np.int32)}
+_LATER_COLUMNS = {"call"}  # absent from files written before them: read as NO_ID
 
 
 def require(module: str):
@@ -313,14 +315,17 @@ def read_parquet(path) -> Trace:
 
     header = read_header(path)
     n, k = int(header["events"]), int(header["gpu_intervals"])
+    present = set(pq.read_schema(path).names)
+    gpu_columns = {name: column for name, column in _GPU_COLUMNS.items()
+                   if name in present or name not in _LATER_COLUMNS}
     table = pq.read_table(path, columns=["start_ns", "end_ns", "name_id", *_CPU_COLUMNS,
-                                         *_GPU_COLUMNS, "args", "shapes", "stack"])
+                                         *gpu_columns, "args", "shapes", "stack"])
     if table.num_rows != n + k:
         raise ColumnarFormatError(f"{path}: {table.num_rows} rows, the metadata says {n + k}")
     col = table.column
     cpu = {name: _numpy(col(name), 0, n, dtype) for name, dtype in _CPU_COLUMNS.items()}
     gpu = {attribute: _numpy(col(name), n, n + k, dtype)
-           for name, (attribute, dtype) in _GPU_COLUMNS.items()}
+           for name, (attribute, dtype) in gpu_columns.items()}
     meta = header["meta"]
     return Trace(
         start_ns=_numpy(col("start_ns"), 0, n, np.int64),

@@ -49,6 +49,17 @@ def test_parquet_round_trip_is_exact(step_trace, tmp_path):
         step_trace.gpu_args[kernel]["grid"]
 
 
+def test_a_file_written_before_the_runtime_call_column_still_reads(step_trace, tmp_path):
+    import pyarrow.parquet as pq
+
+    assert (step_trace.gpu_call >= 0).sum() > 1000  # each kernel's launching runtime call
+    path = step_trace.to_parquet(tmp_path / "step.parquet")
+    pq.write_table(pq.read_table(path).drop_columns(["call"]), path)  # as files of before
+    again = nbprof.load(path)
+    assert (again.gpu_call == -1).all()
+    assert np.array_equal(again.gpu_launch, step_trace.gpu_launch)
+
+
 def test_a_loaded_traces_args_are_written_a_block_at_a_time_in_row_order(shared_traces,
                                                                           tmp_path, monkeypatch):
     # A loaded trace keeps its args compressed in the file's order; they are written in blocks

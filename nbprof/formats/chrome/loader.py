@@ -155,6 +155,18 @@ class Load:
         from ``origin_us``."""
         raise NotImplementedError
 
+    def runtime_calls(self, cpu_rows, gpu_rows, launch) -> np.ndarray:
+        """Per GPU row, the runtime/driver call (an index into ``cpu_rows``) that launched it,
+        or NO_ID: the one with the same ``correlation`` in its args (``launch``: what
+        launches() found)."""
+        return matches(self.slices.args.ids["correlation"], cpu_rows, self._runtime_mask(cpu_rows),
+                       gpu_rows, last_wins=True)
+
+    def _runtime_mask(self, cpu_rows) -> np.ndarray:
+        """Which CPU rows are runtime/driver calls (cudaLaunchKernel, cuLaunchKernel, ...)."""
+        cat = self.slices.cat
+        return category_flags(cat.table, RUNTIME_CATEGORIES)[cat.codes[cpu_rows]]
+
     def meta(self, base_ns: int) -> dict:
         raise NotImplementedError
 
@@ -199,13 +211,14 @@ class Load:
         # back before each step, or it counts on top of that step's own peak
         give_back_freed_memory()
         launch = self.launches(cpu_rows, gpu_rows, found.flows, start_ns, origin_us)
+        call = self.runtime_calls(cpu_rows, gpu_rows, launch)
         # Each of the file's columns is freed once read for the last time: at millions of
         # slices each is tens of MB, and what is left of them is the peak of a big load.
         found.flows = None
         gpu = dict(gpu_start_ns=start_ns[gpu_rows], gpu_end_ns=end_ns[gpu_rows],
                    gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows),
                    gpu_stream=self.streams(gpu_rows), gpu_launch=launch,
-                   gpu_kind=self.gpu_kinds(gpu_rows),
+                   gpu_kind=self.gpu_kinds(gpu_rows), gpu_call=call,
                    gpu_args=LazyArgs.of(s.args, gpu_rows, "all"))
         s.args.drop_ids()
         cpu_start = start_ns[cpu_rows]
@@ -488,3 +501,52 @@ def int_ids(values: list) -> dict:
             numeric[value] = next_id
             next_id += 1
     return numeric
+
+
+_MATCH_ROWS = 1 << 18  # CPU rows matched at a time
+
+
+def matches(ids, cpu_rows, is_target, wanted_rows, last_wins: bool) -> np.ndarray:
+    """For each of ``wanted_rows``, the target (an index into ``cpu_rows``) of the row among
+    those of ``cpu_rows`` that ``is_target`` flags whose id (an IdColumn of the args) equals
+    its own, the last or the first such row; NO_ID where none. Ints are matched in numpy;
+    other ids (strings, floats) through a dict."""
+    wanted = ids.ints(wanted_rows)
+    keys, found_targets = _wanted_keys(ids, cpu_rows, is_target, wanted)
+    if last_wins:
+        keys, found_targets = keys[::-1], found_targets[::-1]
+    unique, first = np.unique(keys, return_index=True)
+    at = np.minimum(np.searchsorted(unique, wanted), max(len(unique) - 1, 0))
+    hit = (wanted != MISSING) & (unique[at] == wanted) if len(unique) else \
+        np.zeros(len(wanted), bool)
+    out = np.where(hit, found_targets[first[at]] if len(unique) else NO_ID, NO_ID)
+    if ids.others:
+        by_other = {}
+        targets = np.flatnonzero(is_target)
+        pairs = zip(cpu_rows[targets].tolist(), targets.tolist())
+        for row, target in (reversed(list(pairs)) if not last_wins else pairs):
+            if row in ids.others:
+                by_other[ids.others[row]] = target
+        for at, row in enumerate(wanted_rows.tolist()):
+            if row in ids.others and ids.others[row] in by_other:
+                out[at] = by_other[ids.others[row]]
+    return out.astype(np.int32)
+
+
+def _wanted_keys(ids, cpu_rows, is_target, wanted) -> tuple[np.ndarray, np.ndarray]:
+    """The int ids of the rows of ``cpu_rows`` that ``is_target`` flags and that are among
+    ``wanted``, and their targets (indices into ``cpu_rows``), in order: a block of rows at a
+    time, so that at millions of rows no full-size temporaries pile up (the rows whose id no
+    one wants are most of them)."""
+    lookup = np.unique(wanted[wanted != MISSING])
+    keys, found = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    if not len(lookup):
+        return keys[0], found[0]
+    for start in range(0, len(cpu_rows), _MATCH_ROWS):
+        targets = np.flatnonzero(is_target[start:start + _MATCH_ROWS]) + start
+        block = ids.ints(cpu_rows[targets])
+        at = np.minimum(np.searchsorted(lookup, block), len(lookup) - 1)
+        hit = np.flatnonzero(lookup[at] == block)  # MISSING is not in lookup
+        keys.append(block[hit])
+        found.append(targets[hit])
+    return np.concatenate(keys), np.concatenate(found)
