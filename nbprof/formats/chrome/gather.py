@@ -137,6 +137,7 @@ class Gathered:
     events: int = 0  # in the file
     skipped: int = 0  # of phases nbprof does not read
     unmatched: int = 0  # B or E without a partner
+    filled_ids: int = 0  # slices without a pid or tid (given their process's main thread)
 
 
 class Gatherer:
@@ -180,6 +181,7 @@ class Gatherer:
             return
         rows = x_rows + base if extra_rows is None else np.asarray(extra_rows, np.int64)
         chunk = x_slices(events, x_rows, self.path, positions=rows)
+        self.out.filled_ids += chunk.filled_ids
         for name in _SLICE_FIELDS:
             column, table = getattr(chunk, name), self.tables[name]
             code_of = np.fromiter((table.setdefault(value, len(table)) for value in column.table),
