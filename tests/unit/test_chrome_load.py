@@ -354,3 +354,16 @@ def test_events_without_pid_or_tid_go_where_perfetto_puts_them(tmp_path):
     again = nbprof.load(export_chrome_trace(trace, tmp_path / "again.json"))
     assert {e.name: (e.thread.pid, e.thread.tid) for e in again.events} == \
         {e.name: (e.thread.pid, e.thread.tid) for e in trace.events}
+
+
+def test_counter_values_written_as_numeric_strings_are_read(tmp_path):
+    values = ["25.7", ".75", "246.", "050", "+10.5", "-3", " 7 ", "1e3", 4, 2.5,
+              "1.5e", "+", "", "inf", "nan", "0x10", "1_000", True, None, [1]]
+    events = [_x("step", 0, pid=1, tid=1)] + [
+        {"ph": "C", "name": "load", "pid": 1, "ts": i, "args": {"v": value}}
+        for i, value in enumerate(values)]
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    (series,) = trace.counters
+    assert series.values.tolist() == [25.7, 0.75, 246.0, 50.0, 10.5, -3.0, 7.0, 1000.0, 4.0, 2.5]
+    assert series.time_ns.tolist() == [i * 1000 for i in range(10)]
+    assert "10 counter samples" in " ".join(trace.meta["notes"])  # the ten that do not parse

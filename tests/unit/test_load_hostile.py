@@ -532,3 +532,47 @@ def test_text_that_never_ends_an_event_stops_at_its_limit(tmp_path, parts):
     path = gzip_of(tmp_path, "uncut", parts)
     peak = peak_of(lambda: refused(path, "runs over 32 MiB without ending"))
     assert peak < 200 << 20, peak
+
+
+# -- issue 21: no silent reinterpretation --------------------------------------------------
+
+@pytest.mark.parametrize("labels, gpu", [
+    ("GPU 0", True), ("CPU,GPU 3", True), ("GPU12", True), ("no GPU here", False),
+    ("GPUs: none", False), ("CPU (GPU 0's host)", False), ("", False)])
+def test_only_a_gpu_label_makes_a_process_gpu(tmp_path, labels, gpu):
+    trace = nbprof.load(write(tmp_path, doc([
+        {"ph": "M", "name": "process_labels", "pid": 1, "tid": 0, "args": {"labels": labels}},
+        x(name="op", ts=0), x(name="other", ts=2, tid=2)])))
+    assert (len(trace.kernels), len(trace)) == ((2, 0) if gpu else (0, 2))
+
+
+@pytest.mark.parametrize("field, value", [("ts", True), ("ts", False), ("dur", True)])
+def test_a_boolean_time_is_no_number(tmp_path, field, value):
+    refused(write(tmp_path, doc([x(ts=3), x(**{field: value})])),
+            f"event 1 (X 'a') has a {field} that is not a finite number: {value}")
+
+
+def test_invalid_utf8_in_a_thread_name_is_noted(tmp_path):
+    for name in (b"main \xff", b"\xe2\x82 cut", b"\xc0\xaf and \xff\xfe"):
+        path = write(tmp_path, b'{"traceEvents": [{"ph": "M", "name": "thread_name", "pid": 1, '
+                     b'"tid": 1, "args": {"name": "' + name + b'"}}, ' + json.dumps(x()).encode()
+                     + b"]}")
+        trace = nbprof.load(path)
+        assert "\ufffd" in trace.threads[0].name
+        assert "invalid UTF-8" in notes(trace), name
+
+
+@pytest.mark.parametrize("device, shown", [(65536, 32767), (-40000, -32768), (2 ** 40, 32767),
+                                           (-3, -3), (3, 3)])
+def test_a_device_number_out_of_range_is_clamped_and_noted_never_wrapped(tmp_path, device,
+                                                                         shown):
+    events = [x(name="op", ts=0, dur=10),
+              x(name="k", cat="kernel", pid=0, tid=7, ts=2, dur=3, args={"device": device}),
+              x(name="k2", cat="kernel", pid=0, tid=7, ts=6, dur=3, args={"device": 0})]
+    trace = nbprof.load(write(tmp_path, doc(events)))
+    assert trace.gpu_device.tolist() == [shown, 0]
+    assert trace.gpu_args[0]["device"] == device
+    assert ("outside -32768..32767" in notes(trace)) == (shown != device)
+    # the rank merge takes any int16 device, negative ones too (device -3 raised IndexError)
+    merged = nbprof.load([write(tmp_path, doc(events), name=f"rank{i}.json") for i in (0, 1)])
+    assert sorted(merged.gpu_device.tolist()) == [0, 1, 2, 3]

@@ -80,7 +80,9 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
         del events  # each chunk's structs go before the next is parsed
     found = gatherer.finish()
     give_back_freed_memory()  # the chunks' holes, before the Trace's columns are made
-    data, notes = chunks.data, chunks.notes_with(found.slices.args.repaired)
+    repaired = {kind: found.slices.args.repaired.get(kind, 0) + found.repaired.get(kind, 0)
+                for kind in {*found.slices.args.repaired, *found.repaired}}
+    data, notes = chunks.data, chunks.notes_with(repaired)
     block, block_problem = nbprof_block(data)
     if not found.events and block is None:
         raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")

@@ -138,6 +138,7 @@ class Gathered:
     skipped: int = 0  # of phases nbprof does not read
     unmatched: int = 0  # B or E without a partner
     filled_ids: int = 0  # slices without a pid or tid (given their process's main thread)
+    repaired: dict = field(default_factory=dict)  # in the rare events' args (see decode_value)
 
 
 class Gatherer:
@@ -157,7 +158,7 @@ class Gatherer:
         out.skipped += len(events) - sum(map(len, rows.values()))
         for phase in ("M", "B", "E", "C", *INSTANT_PHASES):
             for event in (events[row] for row in rows[phase].tolist()):
-                event.args = _decoded(event.args)
+                event.args = decode_value(event.args, out.repaired) if len(event.args) else None
         self._add_slices(events, rows["X"], base)
         out.metadata += [events[row] for row in rows["M"].tolist()]
         begins, begin_rows, ends, end_rows = self.begin_ends
@@ -208,8 +209,4 @@ class Gatherer:
                                  args=self.args)
         return self.out
 
-
-def _decoded(raw):
-    """A rare event's args as a plain JSON value (None where absent)."""
-    return decode_value(raw) if len(raw) else None
 

@@ -406,11 +406,32 @@ def hashable(value) -> bool:
 
 
 def floats(xs: list, field: str) -> np.ndarray:
-    """The field of each slice as float64; NaN where it is not a number."""
+    """The field of each slice as float64; NaN where it is not a number (true and false are
+    not 1 and 0)."""
     try:
-        return np.fromiter(map(attrgetter(field), xs), np.float64, len(xs))
+        values = np.fromiter(map(attrgetter(field), xs), np.float64, len(xs))
     except (TypeError, ValueError):
         return np.array([number_or_nan(getattr(x, field)) for x in xs], np.float64)
+    # numpy reads true as 1.0: only the values 0 and 1 can have been booleans
+    maybe = np.flatnonzero((values == 0.0) | (values == 1.0))
+    if len(maybe):
+        kinds = np.fromiter(map(type, map(attrgetter(field), pick(xs, maybe))), object,
+                            len(maybe))
+        values[maybe[kinds == bool]] = np.nan
+    return values
+
+
+# A number written as JSON text writes it, and the forms Perfetto's importer also reads from
+# a string: a leading '+', leading zeros, no digit before or after the point ("+10.5", "050",
+# ".75", "246."). Not "1.5e", "+", "inf" or "nan" (which float() would take).
+_NUMERIC_TEXT = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+
+
+def number_in_text(value) -> float:
+    """A counter's value: a number, or a string that holds one; NaN for anything else."""
+    if isinstance(value, str):
+        return float(value) if _NUMERIC_TEXT.fullmatch(value) else math.nan
+    return number_or_nan(value)
 
 
 def number_or_nan(value) -> float:
