@@ -576,3 +576,19 @@ def test_a_device_number_out_of_range_is_clamped_and_noted_never_wrapped(tmp_pat
     # the rank merge takes any int16 device, negative ones too (device -3 raised IndexError)
     merged = nbprof.load([write(tmp_path, doc(events), name=f"rank{i}.json") for i in (0, 1)])
     assert sorted(merged.gpu_device.tolist()) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("event", [
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1},
+    {"ph": "C", "name": "memory", "pid": 1, "ts": 1},
+    {"ph": "B", "name": "begin", "pid": 1, "tid": 1, "ts": 1}])
+def test_a_rare_event_with_megabytes_of_args_leaves_them_out(tmp_path, event):
+    # decoded, 1.3 MiB of short strings are ~20 MB of Python objects, kept to the end of a load
+    big = json.dumps({**event, "args": {"name": ["ab"] * (1 << 18)}})
+    path = write(tmp_path, b'{"traceEvents": [' + json.dumps(x(ts=0, dur=9)).encode() + b", "
+                 + big.encode() + b', {"ph": "E", "pid": 1, "tid": 1, "ts": 2}]}')
+    loaded = []
+    peak = peak_of(lambda: loaded.append(nbprof.load(path)))
+    assert peak < 12 << 20, peak
+    assert "1 metadata, counter or begin/end events had more than 1 MiB of args" in \
+        notes(loaded[0])

@@ -96,6 +96,9 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
         loader.notes.append(f"{found.filled_ids} slices had no tid or no pid: each was put on its "
                             f"process's main thread (tid = pid; pid 0 where it had none), as "
                             f"Perfetto does")
+    if found.big_args:
+        loader.notes.append(f"{found.big_args} metadata, counter or begin/end events had more "
+                            f"than 1 MiB of args: their args were left out")
     if found.unmatched:
         loader.notes.append(f"{found.unmatched} B/E (begin/end) events found no partner on "
                             f"their thread and were left out")

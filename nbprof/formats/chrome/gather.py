@@ -24,6 +24,10 @@ from .read import (Column, Slices, floats, canonical_id, hashable, ns_from_us, p
                    pick, x_slices)
 
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
+# The args of a metadata, counter or B/E event are decoded into Python objects (kept until the
+# end for M and B/E): past this much text (a thread name or a counter's values are bytes) they
+# are left out with a note, so that one such event cannot cost hundreds of MB.
+RARE_ARGS_BYTES = 1 << 20
 _SLICE_FIELDS = ("name", "cat", "pid", "tid")
 
 
@@ -139,6 +143,7 @@ class Gathered:
     unmatched: int = 0  # B or E without a partner
     filled_ids: int = 0  # slices without a pid or tid (given their process's main thread)
     repaired: dict = field(default_factory=dict)  # in the rare events' args (see decode_value)
+    big_args: int = 0  # rare events whose args were past RARE_ARGS_BYTES: left out
 
 
 class Gatherer:
@@ -156,9 +161,13 @@ class Gatherer:
         rows = phase_rows(events)
         out.events += len(events)
         out.skipped += len(events) - sum(map(len, rows.values()))
-        for phase in ("M", "B", "E", "C", *INSTANT_PHASES):
+        for phase in ("M", "B", "E", "C"):  # instants' args are not read: left undecoded
             for event in (events[row] for row in rows[phase].tolist()):
-                event.args = decode_value(event.args, out.repaired) if len(event.args) else None
+                raw = event.args
+                if len(raw) > RARE_ARGS_BYTES:
+                    out.big_args += 1
+                    raw = b""
+                event.args = decode_value(raw, out.repaired) if len(raw) else None
         self._add_slices(events, rows["X"], base)
         out.metadata += [events[row] for row in rows["M"].tolist()]
         begins, begin_rows, ends, end_rows = self.begin_ends
