@@ -345,7 +345,7 @@ def gpu_figures(rounds: int) -> None:
     from nbprof.analysis.gpu_agreement import gpu_agreement
     from nbprof.analysis.tables import records
 
-    rows = [row for row in records(gpu_agreement(trace, plain=True).ops)
+    rows = [row for row in records(gpu_agreement(trace, by="op", plain=True))
             if row["kernels_us"] >= 50]
     # the block's first mm starts on an idle GPU: its events also hold its own launch
     worst = max(abs(row["ratio"] - 1) for row in rows[1:]) if len(rows) > 1 else float("nan")

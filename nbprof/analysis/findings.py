@@ -8,8 +8,7 @@ import numpy as np
 from .averages import format_us, name_cell
 from .callpaths import canonical_names
 from ..model import CUDA_INIT_NAME, Trace
-from ..model.intervals import touches_any
-from .steps import IDLE_KINDS, SYNC_CALLS, StepBreakdown, breakdown, cpu_time_in
+from .steps import IDLE_KINDS, StepBreakdown, blocking_call_at, breakdown, cpu_time_in
 
 NAME_WIDTH = 60
 _RUNTIME_PREFIXES = ("cuda", "hip", "cu")
@@ -24,20 +23,25 @@ def findings(trace: Trace, result: StepBreakdown | None = None, kernels=None) ->
     result = breakdown(trace) if result is None else result
     c, windows = result.columns, result.windows
     out: list[str] = []
+    simulated = trace.meta.get("simulated")
+    gpu = "Simulated GPU" if simulated else "GPU"
+    if simulated:
+        out.append(f"Simulated: {simulated} ran the kernels on the CPU, each inside its launch; "
+                   "the GPU times, busy and idle here are the simulator's, not a GPU's.")
     if not trace.has_gpu:
         out.append("CPU only: no GPU work was recorded, so the steps show CPU time only.")
     idle = c["idle_host_ns"] + c["idle_sync_ns"] + c["idle_launch_ns"]
     span = c["gpu_span_ns"]
     share = np.divide(100.0 * idle, span, out=np.zeros(len(span)), where=span > 0)
     if len(share) and share.max() >= WORTH_SAYING_PCT:
-        out.append(_idle_finding(trace, result, int(np.argmax(share)), float(share.max())))
-    out.extend(_step_outliers(windows.labels, c["wall_ns"]))
+        out.append(_idle_finding(trace, result, int(np.argmax(share)), float(share.max()), gpu))
+    out.extend(_step_outliers(windows.labels, c["wall_ns"], windows.start_ns, c["end_ns"]))
     init = _cuda_init_finding(trace)
     if init:
         out.insert(0, init)  # it explains a slow first step, and any gap before the GPU work
     busy, total_span = int(c["gpu_busy_ns"].sum()), int(span.sum())
     if busy:
-        out.append(f"GPU busy {100.0 * busy / max(total_span, 1):.0f}% of the steps' GPU time "
+        out.append(f"{gpu} busy {100.0 * busy / max(total_span, 1):.0f}% of the steps' GPU time "
                    f"({format_us(busy / 1e3)} of {format_us(total_span / 1e3)}).")
         memcpy, comm = int(c["memcpy_ns"].sum()), int(c["communication_ns"].sum())
         if memcpy >= 0.1 * busy:
@@ -69,7 +73,7 @@ def _cuda_init_finding(trace: Trace) -> str | None:
             "later run will not pay it.")
 
 
-def _idle_finding(trace: Trace, result: StepBreakdown, step: int, share: float) -> str:
+def _idle_finding(trace: Trace, result: StepBreakdown, step: int, share: float, gpu: str) -> str:
     label = result.windows.labels[step]
     in_step = result.gap_step == step
     kinds = result.gap_kind[in_step]
@@ -78,7 +82,7 @@ def _idle_finding(trace: Trace, result: StepBreakdown, step: int, share: float) 
     kind = int(np.argmax(per_kind))
     where = f"step {step + 1}" if label in (f"step {step + 1}", "whole trace") else \
         f"step {step + 1} ({label})"
-    head = f"GPU idle {share:.0f}% of {where}"
+    head = f"{gpu} idle {share:.0f}% of {where}"
     if IDLE_KINDS[kind] == "launch":
         gaps = int((kinds == kind).sum())
         return (f"{head}, mostly launch gaps: {gaps} short gaps of "
@@ -97,16 +101,13 @@ def _idle_finding(trace: Trace, result: StepBreakdown, step: int, share: float) 
 
 def _blocking_call(trace: Trace, gap_start, gap_end) -> str:
     """The outermost blocking call (aten::item rather than the cudaStreamSynchronize inside it)
-    that ran into these gaps, by the idle time after it."""
-    sync_ids = [i for i, name in enumerate(trace.names) if SYNC_CALLS.search(name)]
-    rows = np.flatnonzero(np.isin(trace.name_id, sync_ids))
-    rows = rows[~np.isin(trace.parent[rows], rows)]
-    touching = touches_any(gap_start, gap_end, trace.start_ns[rows], trace.end_ns[rows] + 1)
-    rows = rows[touching]
-    if not len(rows):
+    that waited for the GPU to drain at the start of these gaps, by the idle time after it."""
+    rows = blocking_call_at(trace, gap_start, outermost=True)
+    waited = rows >= 0
+    if not waited.any():
         return "a blocking call"
-    counts = np.bincount(trace.name_id[rows])
-    return name_cell(trace.names[int(np.argmax(counts))], NAME_WIDTH)
+    idle = np.bincount(trace.name_id[rows[waited]], weights=(gap_end - gap_start)[waited])
+    return name_cell(trace.names[int(np.argmax(idle))], NAME_WIDTH)
 
 
 def _where_cpu_was(trace: Trace, gap_start, gap_end, marker_rows) -> str:
@@ -137,15 +138,26 @@ def _where_cpu_was(trace: Trace, gap_start, gap_end, marker_rows) -> str:
     return text
 
 
-def _step_outliers(labels: list[str], wall_ns: np.ndarray) -> list[str]:
+def _step_outliers(labels: list[str], wall_ns: np.ndarray, start_ns: np.ndarray,
+                   end_ns: np.ndarray) -> list[str]:
+    """The longest and the shortest step, where they differ from the median by 1.5x, by the wall
+    time the step list and the bars show."""
     if len(wall_ns) < 3:
         return []
     median = float(np.median(wall_ns))
+    longest, shortest = int(np.argmax(wall_ns)), int(np.argmin(wall_ns))
+    # the GPU runs behind: a step's window reaches into the next one's, which then waits for it
+    queued_behind = bool((start_ns[1:] < end_ns[:-1]).any())
     out = []
-    for index in (int(np.argmax(wall_ns)), int(np.argmin(wall_ns))):
+    for index in (longest, shortest):
         ratio = wall_ns[index] / median if median else 1.0
         if ratio >= 1.5 or ratio <= 1 / 1.5:
+            why = "."
+            if index == 0 and index == longest:
+                why = "; a warm-up or a one-off (compilation, allocation)?"
+            elif index == 0 and queued_behind:
+                why = ("; it found the GPU idle, while each later step's GPU work queued behind "
+                       "the step before it (their windows overlap: the GPU sets the pace).")
             out.append(f"{labels[index]} took {format_us(wall_ns[index] / 1e3)}, {ratio:.2f}x the "
-                       f"median step ({format_us(median / 1e3)})"
-                       + ("; a warm-up or a one-off (compilation, allocation)?" if index == 0 else "."))
+                       f"median step ({format_us(median / 1e3)}){why}")
     return out

@@ -13,7 +13,6 @@ time, and ``disagree`` where that ratio is more than 10% away from 1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -111,43 +110,36 @@ def _subtree_pairs(trace: Trace, kernel_rows: np.ndarray):
     return np.concatenate(ops), np.concatenate(rows)
 
 
-@dataclass(frozen=True)
-class GpuAgreement:
-    """``ops``: one row per op with both an event interval and kernels; ``names``: the same summed
-    per op name (DataFrames with pandas, else lists of row dicts; ``.table()`` either way);
-    ``events_only``: how many ops had an event interval but no kernel in their subtree."""
-
-    ops: object
-    names: object
-    events_only: int
-
-    def table(self, row_limit: int = 20) -> str:
-        if not len(self.names):
-            return ("No op has both a CUDA-event interval and kernels: the cross-check needs a GPU "
-                    "profile with the events and CUPTI's kernels (nbprof.profile(kernels=True)).")
-        text = self.names.table(row_limit=row_limit)
-        if self.events_only:
-            text += (f"\n{self.events_only} ops with CUDA-event intervals launched no kernel "
-                     "(CPU-side ops, or kernels CUPTI did not see): not compared.")
-        return text
+NONE_COMPARED = ("No op has both a CUDA-event interval and kernels: the cross-check needs a GPU "
+                 "profile with the events and CUPTI's kernels (nbprof.profile(kernels=True)).")
 
 
-def gpu_agreement(trace: Trace, *, plain: bool = False) -> GpuAgreement:
-    """Event interval vs kernels, per op and per op name (see the module's docstring)."""
+def gpu_agreement(trace: Trace, *, by: str = "name", plain: bool = False):
+    """Event interval vs kernels (see the module's docstring): a DataFrame per op name
+    (``by="name"``) or per op (``by="op"``); ``attrs["events_only"]``: how many ops had an event
+    interval but no kernel in their subtree (not compared)."""
+    if by not in ("name", "op"):
+        raise ValueError(f"gpu_agreement: by={by!r}; use by='name' or by='op'")
     times = op_gpu_times(trace)
     both = times.kernels_ns > 0
     op = times.op[both]
     event_ns = (times.event_end_ns - times.event_start_ns)[both]
     kernels_ns = times.kernels_ns[both]
     ratio = event_ns / kernels_ns
-    names = [trace.names[i] for i in trace.name_id[op].tolist()]
-    ops = make_table("GpuAgreementOps", {
-        "id": op, "name": names,
-        "events_us": event_ns / 1e3, "kernels_us": kernels_ns / 1e3,
-        "start_offset_us": (times.kernels_start_ns - times.event_start_ns)[both] / 1e3,
-        "end_offset_us": (times.event_end_ns - times.kernels_end_ns)[both] / 1e3,
-        "ratio": ratio, "disagree": disagrees(ratio),
-    }, _ops_text, plain)
+    events_only = int((~both).sum())
+    attrs = {"events_only": events_only}
+    if events_only and len(op):
+        attrs["footer"] = (f"{events_only} ops with CUDA-event intervals launched no kernel "
+                           "(CPU-side ops, or kernels CUPTI did not see): not compared.")
+    if by == "op":
+        names = [trace.names[i] for i in trace.name_id[op].tolist()]
+        return make_table("GpuAgreementOps", {
+            "id": op, "name": names,
+            "events_us": event_ns / 1e3, "kernels_us": kernels_ns / 1e3,
+            "start_offset_us": (times.kernels_start_ns - times.event_start_ns)[both] / 1e3,
+            "end_offset_us": (times.event_end_ns - times.kernels_end_ns)[both] / 1e3,
+            "ratio": ratio, "disagree": disagrees(ratio),
+        }, _ops_text, plain, attrs)
 
     name_id, group = np.unique(trace.name_id[op], return_inverse=True)
     group = group.reshape(-1)
@@ -155,7 +147,7 @@ def gpu_agreement(trace: Trace, *, plain: bool = False) -> GpuAgreement:
     kernels_total = np.bincount(group, weights=kernels_ns, minlength=len(name_id))
     order = np.argsort(-kernels_total, kind="stable")
     name_ratio = events_total[order] / kernels_total[order]
-    per_name = make_table("GpuAgreement", {
+    return make_table("GpuAgreement", {
         "name": [trace.names[i] for i in name_id[order].tolist()],
         "count": np.bincount(group, minlength=len(name_id))[order],
         "events_us": events_total[order] / 1e3, "kernels_us": kernels_total[order] / 1e3,
@@ -163,8 +155,7 @@ def gpu_agreement(trace: Trace, *, plain: bool = False) -> GpuAgreement:
         "disagreeing_ops": np.bincount(group, weights=disagrees(ratio),
                                        minlength=len(name_id))[order].astype(np.int64),
         "disagree": disagrees(name_ratio),
-    }, _names_text, plain)
-    return GpuAgreement(ops, per_name, int((~both).sum()))
+    }, _names_text, plain, attrs)
 
 
 def disagrees(ratio) -> np.ndarray:
@@ -185,6 +176,8 @@ FLAG_NOTE = ("! : GPU (events) and GPU (kernels) differ by more than 10%: the op
 def _names_text(rows: list[dict], row_limit: int = 20, name_width: int = 55) -> str:
     from .averages import format_us, limit_rows, text_table
 
+    if not rows:
+        return NONE_COMPARED
     headers = ["Name", "Ops", "GPU (events)", "GPU (kernels)", "Events/kernels", "Disagreeing ops"]
     cells = [[row["name"], str(row["count"]), format_us(row["events_us"]),
               format_us(row["kernels_us"]), ratio_cell(row["ratio"]),
@@ -195,6 +188,8 @@ def _names_text(rows: list[dict], row_limit: int = 20, name_width: int = 55) -> 
 def _ops_text(rows: list[dict], row_limit: int = 20, name_width: int = 55) -> str:
     from .averages import format_us, limit_rows, text_table
 
+    if not rows:
+        return NONE_COMPARED
     headers = ["Name", "Id", "GPU (events)", "GPU (kernels)", "Start offset", "End offset",
                "Events/kernels"]
     cells = [[row["name"], str(row["id"]), format_us(row["events_us"]),

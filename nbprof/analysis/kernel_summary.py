@@ -21,7 +21,7 @@ MEMORY_KINDS = (KIND_MEMCPY, KIND_MEMSET)
 def kernel_summary(trace: Trace, *, memory: bool = False, limit: int | None = 20,
                    paths: CallPaths | None = None, plain: bool = False):
     """Top kernels (or, ``memory=True``, memcpy / memset) by total GPU time; ``limit=None`` for
-    all rows. A DataFrame with pandas, else a list of row dicts; ``.table()`` either way."""
+    all rows. A DataFrame; ``.table()`` (and printing it) gives it as text."""
     compute = [kind for kind in COMPUTE_KINDS if kind in gpu_work_kinds(trace)]  # kernels over op events
     rows = np.flatnonzero(np.isin(trace.gpu_kind, MEMORY_KINDS if memory else compute))
     duration = (trace.gpu_end_ns - trace.gpu_start_ns)[rows]

@@ -5,20 +5,27 @@ the runs of ``%%cudaprof --repeat N`` (marker ops named by :func:`run_marker`); 
 of top-level ops on the busiest thread (``Optimizer.step`` boundaries, else the shortest period of
 the top-level op sequence); else the whole trace is one step.
 
-Per step: wall time (the step's CPU window), CPU busy (the union of every thread's ops in it), GPU
+Per step: wall time (the step's window: from its CPU start to the end of its CPU part or of the
+GPU work it launched, whichever is later, as HTA does, so both parts lie inside it; the GPU runs
+behind the CPU, so the windows of a GPU-bound loop overlap), the CPU part's own length, CPU busy (the union of every thread's ops in it), GPU
 busy (the union of the GPU work its ops launched, per device, never the sum), that busy time split
 into compute / communication / memcpy, and the GPU's idle time split by why:
 
 * **sync**: a blocking CPU call (``cudaDeviceSynchronize``, ``aten::item``, a synchronous memcpy...)
-  overlaps the gap or ends just as it starts: the CPU waited for the queue to drain, so the GPU
-  sat idle until the CPU queued work again;
+  was running when the GPU drained: it began before the gap and lasted until it (the CPU waited
+  for the queue to drain, so the GPU sat idle until the CPU queued work again). A quick call that
+  merely ends near, or runs inside, a gap did not wait for anything. A simulator's trace (numba's
+  ``NUMBA_ENABLE_CUDASIM``, ``meta["simulated"]``) has none: its kernels run inside their launch;
 * **launch**: a gap shorter than ``launch_gap_us`` between two pieces of work: launch latency
   (the CPU keeps up; each launch costs this much);
 * **host**: any other gap: nothing was queued because the CPU was busy elsewhere (Python, ops
   that launch nothing): the step is host-bound there.
 
-The GPU window of a step runs from the step's start to the end of its last GPU work (work runs
-after the CPU queued it), so GPU idle counts from the step's start. numpy only.
+GPU idle is counted in each step's GPU window, a part of its window that no other step's GPU
+window shares: from when its CPU part began and the work of the steps before it was done, to where
+the next step's opens (at most to the step's end). So busy + idle never exceed the step's wall
+time on one GPU; the rest of the window (``gpu_other_us``) the GPU spent on the work of the steps
+before it. With several GPUs busy and idle add up over them (GPU time). numpy only.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import numpy as np
 
 from .averages import gpu_work_kinds
 from ..model import KIND_MEMCPY, KIND_MEMSET, NO_ID, Trace
-from ..model.intervals import covered_ns, gaps_in_windows, merge_by_group, touches_any, union_ns_by_group
+from ..model.intervals import covered_ns, gaps_in_windows, merge_by_group, union_ns_by_group
 from .tables import make_table
 
 # -- the --repeat run markers (the magic writes them, the steps and the repeat summary read them) --
@@ -184,9 +191,10 @@ def _holds_step(trace: Trace, start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 def _cpu_busy(trace: Trace, windows: StepWindows) -> np.ndarray:
     """Per step, CPU busy: the union, over threads, of the outermost ops in the step (their
-    children lie inside them); the step markers and spans that hold the whole step do not count."""
+    children lie inside them); the step markers and spans that hold the whole step do not count,
+    nor do async slices (a request in flight is no thread's work; formats/chrome/async_slices)."""
     start, end = windows.start_ns, windows.end_ns
-    excluded = np.zeros(len(trace), bool)
+    excluded = trace.async_thread_mask()[trace.thread]
     excluded[windows.marker_rows] = True
     step_of_event = windows.of_times(trace.start_ns)
     excluded |= _holds_step(trace, start, end)
@@ -232,8 +240,8 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
     gpu_step = windows.of_times(_launched_at(trace, work))
     work, gpu_step = work[gpu_step >= 0], gpu_step[gpu_step >= 0]
     gpu_start, gpu_end = trace.gpu_start_ns[work], trace.gpu_end_ns[work]
-    gpu_window_end = end.copy()
-    np.maximum.at(gpu_window_end, gpu_step, gpu_end)
+    step_end = end.copy()  # the step's window ends with its CPU part or its GPU work, later one
+    np.maximum.at(step_end, gpu_step, gpu_end)
     gpu_start = np.maximum(gpu_start, start[gpu_step])  # a clock skew must not reach before the step
     devices = np.unique(trace.gpu_device[work]) if len(work) else np.zeros(0, np.int16)
     device_index = np.searchsorted(devices, trace.gpu_device[work])
@@ -262,7 +270,7 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
     # Idle gaps: the GPU's gaps (no work of any step on the device), cut into the steps' GPU
     # windows. Work runs behind the CPU, so step k's window opens when both its CPU step has begun
     # and the work of the steps before it has ended, and closes where step k+1's opens.
-    window_start, window_end = _gpu_windows(start, gpu_window_end)
+    window_start, window_end = _gpu_windows(start, step_end)
     if len(devices) and steps:
         block_device, block_start, block_end = merge_by_group(device_index, gpu_start, gpu_end)
         gap_device, gap_start, gap_end = gaps_in_windows(
@@ -277,22 +285,26 @@ def breakdown(trace: Trace, windows: StepWindows | None = None,
                               minlength=steps)[:steps].astype(np.int64)
             for index, name in enumerate(IDLE_KINDS)}
     columns = {
-        "wall_ns": end - start, "cpu_busy_ns": cpu_busy, "gpu_busy_ns": busy,
+        "end_ns": step_end, "wall_ns": step_end - start, "cpu_wall_ns": end - start,
+        "cpu_busy_ns": cpu_busy, "gpu_busy_ns": busy,
         "compute_ns": compute, "communication_ns": compute_or_comm - compute,
         "memcpy_ns": busy - compute_or_comm, "gpu_span_ns": gpu_span,
+        # the step's window outside its GPU window: the GPU ran the steps before it (or nothing)
+        "gpu_other_ns": np.maximum((step_end - start) * len(devices) - gpu_span, 0),
         **{f"idle_{name}_ns": idle[name] for name in IDLE_KINDS},
     }
     return StepBreakdown(windows, columns, gap_step, gap_start, gap_end, gap_kind)
 
 
-def _gpu_windows(start: np.ndarray, gpu_end: np.ndarray):
-    """Per step, the span of GPU time it owns: from when its CPU step began and the work of every
-    step before it was done, to where the next step's opens (the last: to its own work's end)."""
+def _gpu_windows(start: np.ndarray, step_end: np.ndarray):
+    """Per step, the span of GPU time it owns: from when its CPU part began and the work of every
+    step before it was done, to where the next step's opens, never past the step's own end (so
+    that busy + idle fit in its wall time)."""
     if not len(start):
         return start, start
-    done_before = np.concatenate([[start[0]], np.maximum.accumulate(gpu_end)[:-1]])
+    done_before = np.concatenate([[start[0]], np.maximum.accumulate(step_end)[:-1]])
     window_start = np.maximum(np.maximum.accumulate(start), done_before)
-    window_end = np.append(window_start[1:], max(int(gpu_end.max()), int(window_start[-1])))
+    window_end = np.minimum(np.append(window_start[1:], step_end[-1]), step_end)
     return window_start, np.maximum(window_end, window_start)
 
 
@@ -313,14 +325,38 @@ def _cut(gap_start, gap_end, window_start, window_end):
 
 def _idle_kinds(trace: Trace, gap_start, gap_end, launch_gap_us: float) -> np.ndarray:
     """Per idle gap, its kind (index into IDLE_KINDS)."""
-    sync_ids = [i for i, name in enumerate(trace.names) if SYNC_CALLS.search(name)]
-    sync_rows = np.flatnonzero(np.isin(trace.name_id, sync_ids))
-    _, sync_start, sync_end = merge_by_group(np.zeros(len(sync_rows)), trace.start_ns[sync_rows],
-                                             trace.end_ns[sync_rows])
     kinds = np.zeros(len(gap_start), np.int64)  # host
     kinds[gap_end - gap_start < launch_gap_us * 1e3] = IDLE_KINDS.index("launch")
-    kinds[touches_any(sync_start, sync_end, gap_start, gap_end)] = IDLE_KINDS.index("sync")
+    kinds[blocking_call_at(trace, gap_start, launch_gap_us) >= 0] = IDLE_KINDS.index("sync")
     return kinds
+
+
+def blocking_call_at(trace: Trace, gap_start, slack_us: float = DEFAULT_LAUNCH_GAP_US,
+                     outermost: bool = False) -> np.ndarray:
+    """Per gap, the blocking call (a row) that waited for the GPU to drain at its start: one that
+    began before the gap and ran until it (to within ``slack_us``: the CPU and GPU clocks are
+    aligned only that well), the longest-running such call; -1 where none did. ``outermost``:
+    aten::item rather than the cudaStreamSynchronize inside it. None on a simulated trace."""
+    gap_start = np.asarray(gap_start, np.int64)
+    found = np.full(len(gap_start), -1, np.int64)
+    if trace.meta.get("simulated"):
+        return found
+    sync_ids = [i for i, name in enumerate(trace.names) if SYNC_CALLS.search(name)]
+    rows = np.flatnonzero(np.isin(trace.name_id, sync_ids))
+    if outermost:
+        rows = rows[~np.isin(trace.parent[rows], rows)]
+    if not len(rows) or not len(gap_start):
+        return found
+    rows = rows[np.argsort(trace.start_ns[rows], kind="stable")]
+    ends = trace.end_ns[rows]
+    reach = np.maximum.accumulate(ends)  # per row: the latest end of a call begun by then
+    reacher = np.maximum.accumulate(np.where(ends == reach, np.arange(len(rows)), 0))
+    before = np.searchsorted(trace.start_ns[rows], gap_start, side="left") - 1
+    has = before >= 0
+    last = np.maximum(before, 0)
+    covers = has & (reach[last] >= gap_start - int(slack_us * 1e3))
+    found[covers] = rows[reacher[last[covers]]]
+    return found
 
 
 def cpu_time_in(trace: Trace, gap_start, gap_end, rows: np.ndarray | None = None) -> np.ndarray:
@@ -338,13 +374,14 @@ def cpu_time_in(trace: Trace, gap_start, gap_end, rows: np.ndarray | None = None
 
 # -- the table ------------------------------------------------------------------------------
 
-STEP_COLUMNS = ("wall", "cpu_busy", "gpu_busy", "compute", "communication", "memcpy", "gpu_idle",
+STEP_COLUMNS = ("wall", "cpu_wall", "cpu_busy", "gpu_busy", "compute", "communication", "memcpy", "gpu_idle",
                 "idle_host", "idle_sync", "idle_launch")
 
 
 def steps(trace: Trace, launch_gap_us: float = DEFAULT_LAUNCH_GAP_US):
-    """The step table of ``trace`` (a DataFrame with pandas, else a list of row dicts; ``.table()``
-    either way). Times in microseconds; ``start_ns`` / ``end_ns`` are the step's CPU window."""
+    """The step table of ``trace``: a DataFrame (``.table()``, and printing it, give it as text).
+    Times in microseconds; ``start_ns`` / ``end_ns`` are the step's window (its CPU part and the
+    GPU work it launched), ``cpu_end_ns`` where its CPU part ended."""
     return step_table(breakdown(trace, launch_gap_us=launch_gap_us))
 
 
@@ -354,11 +391,12 @@ def step_table(result: StepBreakdown, plain: bool = False):
     span = c["gpu_span_ns"]
     columns = {
         "step": list(windows.labels), "source": [windows.source] * len(windows),
-        "start_ns": windows.start_ns, "end_ns": windows.end_ns,
-        "wall_us": c["wall_ns"] / 1e3, "cpu_busy_us": c["cpu_busy_ns"] / 1e3,
+        "start_ns": windows.start_ns, "end_ns": c["end_ns"], "cpu_end_ns": windows.end_ns,
+        "wall_us": c["wall_ns"] / 1e3, "cpu_wall_us": c["cpu_wall_ns"] / 1e3,
+        "cpu_busy_us": c["cpu_busy_ns"] / 1e3,
         "gpu_busy_us": c["gpu_busy_ns"] / 1e3, "compute_us": c["compute_ns"] / 1e3,
         "communication_us": c["communication_ns"] / 1e3, "memcpy_us": c["memcpy_ns"] / 1e3,
-        "gpu_idle_us": idle / 1e3, "idle_host_us": c["idle_host_ns"] / 1e3,
+        "gpu_idle_us": idle / 1e3, "gpu_other_us": c["gpu_other_ns"] / 1e3, "idle_host_us": c["idle_host_ns"] / 1e3,
         "idle_sync_us": c["idle_sync_ns"] / 1e3, "idle_launch_us": c["idle_launch_ns"] / 1e3,
         "gpu_idle_pct": np.divide(100.0 * idle, span, out=np.zeros(len(span)), where=span > 0),
     }
@@ -368,11 +406,11 @@ def step_table(result: StepBreakdown, plain: bool = False):
 def steps_text(rows: list[dict], row_limit: int = -1) -> str:
     from .averages import format_us, limit_rows, text_table
 
-    headers = ["Step", "Wall", "CPU busy", "GPU busy", "Compute", "Comm", "Memcpy", "GPU idle",
+    headers = ["Step", "Wall", "CPU part", "CPU busy", "GPU busy", "Compute", "Comm", "Memcpy", "GPU idle",
                "host", "sync", "launch"]
-    cells = [[row["step"], *(format_us(row[f"{name}_us"]) for name in STEP_COLUMNS[:7]),
-              *(format_us(row[f"{name}_us"]) for name in STEP_COLUMNS[7:])]
+    cells = [[row["step"], *(format_us(row[f"{name}_us"]) for name in STEP_COLUMNS)]
              for row in limit_rows(rows, row_limit)]
     source = rows[0]["source"] if rows else "none"
-    return "\n".join([f"{len(rows)} steps (from {source}); GPU idle split by why: host-bound, "
-                      "waiting on a sync, launch gaps", *text_table(headers, cells, 30)])
+    return "\n".join([f"{len(rows)} steps (from {source}); wall: from the step's CPU start to the end "
+                      "of its CPU part or of the GPU work it launched; GPU idle split by why: "
+                      "host-bound, waiting on a sync, launch gaps", *text_table(headers, cells, 30)])

@@ -1,9 +1,13 @@
-"""The tables the analysis hands back (steps, kernel summary, diff): a pandas DataFrame when pandas
-is installed, else a list of row dicts; either way with ``.table()``, the same rows as text.
+"""The tables the analysis hands back (steps, kernel summary, GPU agreement, diff, rank summary):
+pandas DataFrames, one shape for every table answer. Printed (``repr``/``str``) they read as the
+text table with units that ``.table()`` gives; ``.attrs`` holds what is not a row (the straggler,
+how many ops were not compared...), and ``attrs["footer"]`` lines close the text.
 
-pandas is optional (it is not a dependency of nbprof): the analysis builds plain columns, and only
-here are they wrapped. A filtered or sorted frame keeps its ``.table()`` (pandas' subclassing
-hook, ``_constructor``).
+The analysis builds plain columns and only here are they wrapped. A filtered or sorted frame keeps
+its ``.table()`` (pandas' subclassing hook, ``_constructor``); one whose columns the text needs
+were dropped prints as pandas does. ``plain=True`` gives :class:`Rows` (row dicts with the same
+``.table()``) for the widget's panes, which would otherwise import pandas (~0.4 s) just to format
+text.
 """
 
 from __future__ import annotations
@@ -13,13 +17,20 @@ from collections.abc import Callable
 _frame_classes: dict = {}
 
 
+def _text_with_footer(text: Callable, rows: list[dict], attrs: dict, options: dict) -> str:
+    out = text(rows, **options)
+    footer = attrs.get("footer")
+    return f"{out}\n{footer}" if footer else out
+
+
 class Rows(list):
-    """Rows as dicts, where pandas is not installed; ``.table()`` gives them as text."""
+    """Rows as dicts (``plain=True``); ``.table()`` gives them as text."""
 
     _text: Callable = None  # set per kind of table by make_table
+    attrs: dict = {}
 
     def table(self, **options) -> str:
-        return self._text(list(self), **options)
+        return _text_with_footer(self._text, list(self), self.attrs, options)
 
     def column(self, name: str) -> list:
         return [row[name] for row in self]
@@ -35,27 +46,36 @@ def _frame_class(kind: str, text: Callable):
                 return Frame
 
             def table(self, **options) -> str:
-                return text(self.to_dict("records"), **options)
+                return _text_with_footer(text, self.to_dict("records"), self.attrs, options)
+
+            def __repr__(self) -> str:
+                try:
+                    return self.table()
+                except (KeyError, TypeError, ValueError):  # columns the text needs are gone
+                    return super().__repr__()
+
+            __str__ = __repr__
 
         Frame.__name__ = Frame.__qualname__ = f"{kind}Frame"
         _frame_classes[kind] = Frame
     return _frame_classes[kind]
 
 
-def make_table(kind: str, columns: dict, text: Callable, plain: bool = False):
+def make_table(kind: str, columns: dict, text: Callable, plain: bool = False,
+               attrs: dict | None = None):
     """``columns`` (name -> equally long sequence) as a DataFrame with ``.table()``, or as
-    :class:`Rows` without pandas or with ``plain`` (the widget: no pandas import for its panes).
-    ``text(rows, **options)`` formats a list of row dicts."""
-    try:
-        if plain:
-            raise ImportError("plain rows asked for")
-        frame = _frame_class(kind, text)
-    except ImportError:
+    :class:`Rows` with ``plain`` (the widget: no pandas import for its panes). ``text(rows,
+    **options)`` formats a list of row dicts; ``attrs`` go to the frame's ``.attrs``."""
+    if plain:
         names = list(columns)
         values = [list(columns[name]) for name in names]
-        return type(f"{kind}Rows", (Rows,), {"_text": staticmethod(text)})(
+        rows = type(f"{kind}Rows", (Rows,), {"_text": staticmethod(text)})(
             dict(zip(names, row)) for row in zip(*values))
-    return frame(columns)
+        rows.attrs = dict(attrs or {})
+        return rows
+    frame = _frame_class(kind, text)(columns)
+    frame.attrs.update(attrs or {})
+    return frame
 
 
 def records(table) -> list[dict]:

@@ -48,10 +48,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, bool]]:
                       help="read at most this much uncompressed trace data (default 8G; "
                            "suffixes K, M, G, T)")
     run = command("run", "profile a Python script and write its timeline page",
-                  usage="nbprof run [-h] -o PAGE.html [--trace TRACE] [--table] [--title TITLE] "
+                  usage="nbprof run [-h] [-o PAGE.html] [--trace TRACE] [--table] [--title TITLE] "
                         "SCRIPT [ARGS ...]")
-    run.add_argument("-o", "--output", metavar="PAGE.html", help="the HTML page to write ({rank} "
-                                                                  "becomes the process's rank)")
+    run.add_argument("-o", "--output", metavar="PAGE.html", help="the HTML page to write (default: "
+                     "SCRIPT.nbprof.html beside the script; {rank} becomes the process's rank)")
     run.add_argument("--trace", help="also write the trace (Chrome JSON, .json.gz compresses; "
                                      ".parquet; {rank} becomes the process's rank)")
     run.add_argument("--table", action="store_true", help="print the per-op summary table")
@@ -119,8 +119,9 @@ def _size(text: str) -> int:
         number, unit = number[:-1], number[-1]
     try:
         size = int(float(number) * units[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 16G, 512M)") from None
+    except (ValueError, OverflowError):  # "x", "nan"; "inf", "1e400"
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (a whole number of bytes, or "
+                                         "with K, M, G, T: e.g. 16G, 512M)") from None
     if size <= 0:
         raise argparse.ArgumentTypeError(f"the size must be positive, not {text!r}")
     return size
@@ -160,7 +161,7 @@ def _diff(options) -> int:
     before, after = load(options.before), load(options.after)
     path, comparison = save_compare_html(before, after, page,
                                          title=options.title or f"nbprof diff: {options.after}")
-    print(comparison.table.table(row_limit=options.row_limit))
+    print(comparison.report(row_limit=options.row_limit))
     print(f"nbprof: wrote {path}")
     return 0
 

@@ -15,21 +15,21 @@ from ..ranks import rank_of, trace_paths
 
 
 def ranks(options) -> int:
-    from ..ranks.sql import rank_summary
+    from ..ranks.sql import summarise_files
 
     def progress(done, total, path):
         if total > 1 and sys.stderr.isatty():
             print(f"\rnbprof: {done}/{total} files", end="", file=sys.stderr, flush=True)
 
-    summary = rank_summary(options.traces if len(options.traces) > 1 else options.traces[0],
+    summary = summarise_files(options.traces if len(options.traces) > 1 else options.traces[0],
                            memory_limit=options.memory_limit, progress=progress)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     if options.json:
-        print(json.dumps({"ranks": summary.to_dicts(), "straggler": summary.straggler,
-                          "reason": summary.reason}))
+        print(json.dumps({"ranks": [{**row.__dict__, "steps": list(row.steps)} for row in summary.rows],
+                          "straggler": summary.straggler, "reason": summary.reason}))
     else:
-        print(summary)
+        print(summary.frame().table())
     return 0
 
 

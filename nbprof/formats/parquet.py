@@ -243,7 +243,7 @@ def write_parquet(trace: Trace, path, compression: str = "zstd") -> str:
     write_with(path, lambda temporary: pq.write_table(
         table, temporary, row_group_size=ROW_GROUP, compression=compression,
         use_dictionary=["name", "rank", "gpu", "thread", "category", "device", "stream",
-                        "gpu_kind"]))
+                        "gpu_kind"]), "the Parquet file")
     return str(path)
 
 

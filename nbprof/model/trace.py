@@ -182,6 +182,17 @@ class Trace:
     def has_gpu(self) -> bool:
         return len(self.gpu_start_ns) > 0
 
+    def async_thread_mask(self) -> np.ndarray:
+        """Per thread, whether it is an async lane (a file's async slices: its thread is their
+        track's lane, not an OS thread), as ``meta["async_threads"]`` lists them; entries that
+        name no thread (a hand-edited file) are ignored."""
+        mask = np.zeros(len(self.threads), bool)
+        listed = self.meta.get("async_threads")
+        if isinstance(listed, list):
+            mask[[t for t in listed if isinstance(t, int) and not isinstance(t, bool)
+                  and 0 <= t < len(mask)]] = True
+        return mask
+
     def gpu_stream_keys(self) -> np.ndarray:
         """One int64 per GPU interval naming its (device, stream), so streams can be grouped with
         numpy; :func:`split_stream_key` turns a key back into the pair."""
@@ -243,12 +254,12 @@ class Trace:
 
         return table(self, sort_by=sort_by, row_limit=row_limit)
 
-    def gpu_agreement(self):
-        """Each op's CUDA-event interval against the kernels it and its nested ops ran: per op and
-        per name, offsets and ratio, flagged beyond 10% (see nbprof/analysis/gpu_agreement.py)."""
+    def gpu_agreement(self, by: str = "name"):
+        """Each op's CUDA-event interval against the kernels it and its nested ops ran, per op name
+        (or ``by="op"``): offsets and ratio, flagged beyond 10% (see nbprof/analysis/gpu_agreement.py)."""
         from ..analysis.gpu_agreement import gpu_agreement
 
-        return gpu_agreement(self)
+        return gpu_agreement(self, by=by)
 
     def steps(self, launch_gap_us: float = 10.0):
         """The steps of a training loop and where each one's time went (see nbprof/analysis/steps.py)."""

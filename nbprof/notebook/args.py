@@ -75,6 +75,9 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("-h", "--help", action="store_true", help="show this help; the cell does not run")
     parser.add_argument("-o", dest="variable", metavar="VAR", type=_identifier,
                         help="store the Trace in the variable VAR of the notebook")
+    parser.add_argument("--force", action="store_true",
+                        help="let -o VAR replace a Python builtin (print, len) or an imported "
+                             "module (torch) in the notebook")
     parser.add_argument("--export", metavar="PATH", type=_chrome_path,
                         help="also write a Chrome trace (.json or .json.gz) for Perfetto")
     parser.add_argument("--cpu-only", action="store_true", help="record CPU times only, even on a GPU")
@@ -98,6 +101,20 @@ def argument_parser() -> argparse.ArgumentParser:
                         help="add a Compare tab: what changed since the Trace in VAR (re-running a "
                              "cell with -o VAR compares with VAR's previous value by itself)")
     return parser
+
+
+def shadowing(name: str, namespace: dict) -> str | None:
+    """What binding ``name`` in ``namespace`` would hide that the notebook's code still needs (a
+    builtin, an imported module), said for the error; None when nothing is."""
+    import builtins
+    import types
+
+    value = namespace.get(name)
+    if isinstance(value, types.ModuleType):
+        return f"{name} is the module {value.__name__}, imported in this notebook"
+    if name not in namespace and hasattr(builtins, name):
+        return f"{name} is a Python builtin"
+    return None
 
 
 def parse_options(line: str) -> argparse.Namespace:

@@ -18,7 +18,7 @@ class ComparePane(ipywidgets.VBox):
         from ..timeline.compare import comparison_figure
 
         self.comparison = compare(before, after, plain=True)
-        self.text = self.comparison.table.table(row_limit=row_limit)
+        self.text = self.comparison.report(row_limit=row_limit)
         figure, self.bars = comparison_figure(before, after, self.comparison)
         header = (f"<b>Compared with {html_text(label)}</b>: before {len(before):,} events, after "
                   f"{len(after):,} events. Below: before (top) and after, each step from its start.")

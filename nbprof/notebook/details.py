@@ -4,12 +4,16 @@ events it links to (parent, children, launched GPU work) as plain values. No wid
 
 from __future__ import annotations
 
+import json
 from typing import NamedTuple
+
+import numpy as np
 
 from ..analysis.averages import has_events_and_kernels, printable
 from ..model import Trace
 from ..analysis.gpu_agreement import op_agreement
 from ..timeline.html_text import html_text
+from ..timeline.lanes import is_runtime_category
 from .frames import folded_stack
 
 PYTHON = "python_function"  # the category of with_stack's Python-frame events (convert.py)
@@ -62,6 +66,50 @@ class LinkRow(NamedTuple):
     more: int  # how many more there are than links
 
 
+def _correlation(args):
+    """The runtime call's and its GPU work's shared id (Kineto's ``correlation``), if usable."""
+    value = args.get("correlation") if isinstance(args, dict) else None
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
+
+
+def launched_gpu_rows(trace: Trace, event_id: int) -> list[int]:
+    """The GPU intervals an event launched. A runtime call (cudaLaunchKernel) launched those of
+    its correlation id, though the trace gives them to the op around it (``gpu_launch``, as
+    torch's key_averages counts them); the timeline's arrows start at the call, and so do these."""
+    own = trace._launched_by(event_id).tolist()
+    if own or not is_runtime_category(trace.categories[trace.category[event_id]]):
+        return own
+    correlation = _correlation(trace.event_args.get(event_id))
+    if correlation is None:
+        return []
+    op = int(trace.parent[event_id])  # the op the launch was moved up to (kineto.finish)
+    while op >= 0 and is_runtime_category(trace.categories[trace.category[op]]):
+        op = int(trace.parent[op])
+    return [row for row in (trace._launched_by(op).tolist() if op >= 0 else [])
+            if _correlation(trace.gpu_args.get(row)) == correlation]
+
+
+def runtime_call_of(trace: Trace, row: int) -> int | None:
+    """The runtime call inside a GPU interval's launching op that made it (same correlation id),
+    None where the op is that call or the trace does not say."""
+    op, correlation = int(trace.gpu_launch[row]), _correlation(trace.gpu_args.get(row))
+    if op < 0 or correlation is None:
+        return None
+    # the op's subtree: its thread's runtime calls starting inside it (CPU rows are sorted by
+    # start), numpy-filtered, as an annotation around a loop holds millions of events
+    lo = np.searchsorted(trace.start_ns, trace.start_ns[op], side="left")
+    hi = np.searchsorted(trace.start_ns, trace.end_ns[op], side="right")
+    rows = np.arange(lo, hi)
+    runtime = np.array([is_runtime_category(name) for name in trace.categories] or [False])
+    rows = rows[(trace.thread[rows] == trace.thread[op]) & runtime[trace.category[rows]] & (rows != op)]
+    # the launch comes just before its work starts: the last calls before it first
+    before = np.searchsorted(trace.start_ns[rows], trace.gpu_start_ns[row], side="right")
+    for event in np.concatenate([rows[:before][::-1], rows[before:]]).tolist():
+        if _correlation(trace.event_args.get(event)) == correlation:
+            return event
+    return None
+
+
 def event_links(trace: Trace, event_id: int) -> list[LinkRow]:
     """The events one CPU event leads to: its parent chain (innermost first), its children, and
     the GPU intervals it launched. With ``--with-stack`` the Python frames around an op are events
@@ -73,7 +121,7 @@ def event_links(trace: Trace, event_id: int) -> list[LinkRow]:
             chain.append(Link(trace.names[trace.name_id[parent]], "cpu", parent))
         parent = int(trace.parent[parent])
     children = trace.children(event_id)
-    launched = trace._launched_by(event_id).tolist()
+    launched = launched_gpu_rows(trace, event_id)
     rows = [LinkRow("Parents", chain, 0),
             LinkRow(f"Children ({len(children)})" if children else "Children",
                     [Link(trace.names[trace.name_id[c]], "cpu", c) for c in children[:CHILDREN_SHOWN]],
@@ -90,7 +138,11 @@ def gpu_links(trace: Trace, row: int) -> list[LinkRow]:
     launch = int(trace.gpu_launch[row])
     if launch < 0:
         return []
-    return [LinkRow("Launched by", [Link(trace.names[trace.name_id[launch]], "cpu", launch)], 0)]
+    rows = [LinkRow("Launched by", [Link(trace.names[trace.name_id[launch]], "cpu", launch)], 0)]
+    call = runtime_call_of(trace, row)
+    if call is not None:  # where the timeline's arrow starts
+        rows.append(LinkRow("Runtime call", [Link(trace.names[trace.name_id[call]], "cpu", call)], 0))
+    return rows
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -126,8 +178,9 @@ def details_html(trace: Trace, event_id: int | None, cell_numbers: dict | None =
                                  f"tid {event.thread.tid})")),
             ("CPU", html_text(interval_text(*event.cpu_interval, origin)
                               + f"; self {format_duration(event.self_cpu_ns)}"))]
-    if event.kernels:
-        rows.append(("GPU", "<br>".join(_kernel_line(kernel, origin) for kernel in event.kernels)))
+    kernels = event.kernels or [trace.kernel(row) for row in launched_gpu_rows(trace, event_id)]
+    if kernels:
+        rows.append(("GPU", "<br>".join(_kernel_line(kernel, origin) for kernel in kernels)))
     else:
         rows.append(("GPU", "<i>no GPU interval</i>"))
     if has_events_and_kernels(trace) and (both := op_agreement(trace, event_id)) is not None:
@@ -138,6 +191,8 @@ def details_html(trace: Trace, event_id: int | None, cell_numbers: dict | None =
                                             "queueing or launch gaps)" if both.disagree else ""))))
     if event.shapes is not None:
         rows.append(("Shapes", f"<code>{html_text(str(event.shapes))}</code>"))
+    if event.args:
+        rows.append(("Args", args_html(event.args)))
     if event.stack:
         # a folded line lists its frames on hover
         rows.append(("Stack", "<br>".join(
@@ -146,6 +201,34 @@ def details_html(trace: Trace, event_id: int | None, cell_numbers: dict | None =
     if links:
         rows += _links_as_text(event_links(trace, event_id))
     return _table(rows)
+
+
+ARG_CHARS = 400  # a longer value is cut; its whole text is on hover
+
+
+def args_html(args) -> str:
+    """An event's args as a key/value table, as Perfetto lists them: every arg a file or a
+    recorder gave (Kineto's Input Dims, External id, a numba launch's grid and block...). Keys
+    and values are the file's text: escaped, never markup."""
+    if not isinstance(args, dict):
+        return f"<code>{html_text(_arg_text(args))}</code>"
+    rows = []
+    for key, value in args.items():
+        text = _arg_text(value)
+        shown = text if len(text) <= ARG_CHARS else text[:ARG_CHARS] + "…"
+        rows.append(f"<tr><td style='text-align:left;vertical-align:top;padding-right:8px'>"
+                    f"{html_text(key)}</td><td style='text-align:left'><code"
+                    f"{_title(text if shown != text else '')}>{html_text(shown)}</code></td></tr>")
+    return f"<table class='nbprof-args'>{''.join(rows)}</table>"
+
+
+def _arg_text(value) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a circular or otherwise unprintable value
+        return repr(value)
 
 
 def _title(text: str) -> str:
@@ -165,7 +248,12 @@ def gpu_details_html(trace: Trace, row: int, cell_numbers: dict | None = None, *
     kernel = trace.kernel(row)
     lines = [_kernel_line(kernel, timeline_origin_ns(trace))]
     if kernel.args:
-        lines.append(html_text(", ".join(f"{key}: {value}" for key, value in kernel.args.items())))
+        lines.append(args_html(kernel.args))
+    call = runtime_call_of(trace, row)
+    if call is not None:
+        lines.append(f"Runtime call: <code>{html_text(trace.names[trace.name_id[call]])}</code> "
+                     + html_text(interval_text(trace.start_ns[call], trace.end_ns[call],
+                                               timeline_origin_ns(trace))))
     if kernel.launch_id is None:
         lines.append("<i>the trace does not say which op launched it</i>")
         return "<br>".join(lines)

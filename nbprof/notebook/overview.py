@@ -61,7 +61,8 @@ class OverviewPane(ipywidgets.VBox):
     @staticmethod
     def _step_label(index: int, row: dict) -> str:
         idle = f", GPU idle {row['gpu_idle_pct']:.0f}%" if row["gpu_busy_us"] else ""
-        return (f"{index + 1}: {row['step']} · wall {format_us(row['wall_us'])}, CPU busy "
+        return (f"{index + 1}: {row['step']} · wall {format_us(row['wall_us'])} (CPU part "
+                f"{format_us(row['cpu_wall_us'])}), CPU busy "
                 f"{format_us(row['cpu_busy_us'])}, GPU busy {format_us(row['gpu_busy_us'])}{idle}")
 
     def zoom_to(self, index) -> None:

@@ -8,7 +8,7 @@ from ..timeline.html_text import html_text
 import ipywidgets
 
 from ..analysis.averages import format_us
-from ..ranks import rank_summary
+from ..ranks import summarise_ranks
 
 
 def lanes_of_rank(lanes, rank: int) -> list[str]:
@@ -36,7 +36,7 @@ class RanksPane(ipywidgets.VBox):
     """``on_rank(rank or None)`` is called when a rank's button (or "All ranks") is clicked."""
 
     def __init__(self, trace, on_rank):
-        self.summary = rank_summary(trace)
+        self.summary = summarise_ranks(trace)
         self.table = ipywidgets.HTML(summary_html(self.summary))
         self.buttons = [ipywidgets.Button(description=f"rank {row.rank}",
                                           tooltip=f"show only rank {row.rank}'s lanes",

@@ -29,12 +29,12 @@ from .files import TRACE_SUFFIXES, distributed_meta, expand_rank, is_many, rank_
 from .merging import combine_sparse, load_many, merge, merged_note
 from .op_names import COLLECTIVE_PATTERN, STEP_PATTERN
 from .owners import event_ranks, gpu_ranks, meta_rank, own_devices, thread_ranks
-from .summary import RankRow, RankSummary, name_straggler, rank_summary, union_ns
+from .summary import RankRow, RankSummary, name_straggler, rank_summary, summarise_ranks, union_ns
 
 __all__ = [
     "ALIGN_WINDOW_NS", "COLLECTIVE_PATTERN", "STEP_PATTERN", "TRACE_SUFFIXES",
     "RankRow", "RankSummary", "clock_shifts", "collective_ends", "collective_offset",
     "combine_sparse", "distributed_meta", "event_ranks", "expand_rank", "gpu_ranks", "is_many",
     "load_many", "meta_rank", "merge", "merged_note", "name_straggler", "own_devices", "rank_of",
-    "rank_summary", "thread_ranks", "trace_paths", "union_ns",
+    "rank_summary", "summarise_ranks", "thread_ranks", "trace_paths", "union_ns",
 ]

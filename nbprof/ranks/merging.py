@@ -37,7 +37,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
                                    "self", "gstart", "gend", "gname", "gdev", "gstream", "glaunch",
                                    "gkind")}
     sparse = {"event_args": [], "shapes": [], "stacks": [], "gpu_args": []}  # (rows, row base)
-    notes, rank_meta, segments = [], [], []
+    notes, rank_meta, segments, async_threads = [], [], [], []
     event_base = gpu_base = 0
     for trace, rank, source, shift in zip(traces, ranks, sources, shifts):
         name_map = np.array([name_index.setdefault(n, len(name_index)) for n in trace.names]
@@ -47,6 +47,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         thread_base = len(threads)
         threads += trace.threads
         thread_rank += [rank] * len(trace.threads)
+        async_threads += (np.flatnonzero(trace.async_thread_mask()) + thread_base).tolist()
         own = np.unique(trace.gpu_device)
         lowest = int(own.min(initial=0))  # a file may number a device -3: offset, not wrapped
         device_map = np.zeros(int(own.max(initial=0)) - lowest + 1, np.int16)
@@ -98,6 +99,8 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         "base_time_ns": origin, "merged_ranks": ranks, "world_size": max(world) if world else
         len(traces), "thread_rank": thread_rank, "gpu_devices": gpu_devices,
         "device_names": device_names, "ranks": rank_meta, "notes": notes}
+    if async_threads:
+        trace.meta["async_threads"] = async_threads
     return trace
 
 

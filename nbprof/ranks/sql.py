@@ -110,11 +110,19 @@ def file_rows(connection, path) -> list[RankRow]:
 
 
 def rank_summary(sources, *, memory_limit: str = "1GB", threads: int | None = None,
-                 progress=None) -> RankSummary:
+                 progress=None):
     """Per-rank summary of Parquet trace files (a folder, a glob, or a list), with DuckDB, one
-    file at a time. Other trace files (JSON) are loaded one at a time and summarised in memory."""
+    file at a time. Other trace files (JSON) are loaded one at a time and summarised in memory.
+    A DataFrame, as ``trace.rank_summary()`` gives (the straggler in ``attrs``)."""
+    return summarise_files(sources, memory_limit=memory_limit, threads=threads,
+                           progress=progress).frame()
+
+
+def summarise_files(sources, *, memory_limit: str = "1GB", threads: int | None = None,
+                    progress=None) -> RankSummary:
+    """:func:`rank_summary`'s figures, as computed."""
     from .. import load
-    from . import rank_summary as in_memory
+    from . import summarise_ranks as in_memory
 
     paths = trace_paths(sources)
     connection = _connect(memory_limit, threads)

@@ -48,6 +48,9 @@ class RankRow:
 
 @dataclass(frozen=True)
 class RankSummary:
+    """The per-rank figures as computed (the Ranks tab reads them); :meth:`frame` is the answer
+    ``rank_summary()`` gives."""
+
     rows: list
     straggler: int | None
     reason: str = ""
@@ -56,25 +59,33 @@ class RankSummary:
     def row(self, rank: int) -> RankRow:
         return next(row for row in self.rows if row.rank == rank)
 
-    def to_dicts(self) -> list[dict]:
-        return [{**row.__dict__, "steps": list(row.steps)} for row in self.rows]
+    def frame(self):
+        """A DataFrame, a row per rank (times in ns, ``steps`` each rank's step durations);
+        ``attrs``: ``straggler``, ``reason``, ``notes``. Printed, the text table."""
+        from ..analysis.tables import make_table
 
-    def __str__(self) -> str:
-        from ..analysis.averages import format_us, text_table
+        names = [name for name in RankRow.__dataclass_fields__]
+        columns = {name: [list(getattr(row, name)) if name == "steps" else getattr(row, name)
+                          for row in self.rows] for name in names}
+        footer = ([f"Straggler: rank {self.straggler} ({self.reason})"]
+                  if self.straggler is not None else []) + list(self.notes)
+        return make_table("RankSummary", columns, rank_text, attrs={
+            "straggler": self.straggler, "reason": self.reason, "notes": list(self.notes),
+            "footer": "\n".join(footer)})
 
-        headers = ["Rank", "Wall", "CPU busy", "GPU busy", "In collectives", "Steps", "Step mean",
-                   "Step max"]
-        cells = [[str(r.rank), *(format_us(v / 1e3) for v in (r.wall_ns, r.cpu_busy_ns,
-                                                               r.gpu_busy_ns, r.collective_ns)),
-                  str(len(r.steps)),
-                  format_us(float(np.mean(r.steps)) / 1e3) if r.steps else "-",
-                  format_us(max(r.steps) / 1e3) if r.steps else "-"] for r in self.rows]
-        lines = text_table(headers, cells, name_width=8)
-        if self.straggler is not None:
-            lines.append(f"Straggler: rank {self.straggler} ({self.reason})")
-        return "\n".join(lines + list(self.notes))
 
-    __repr__ = __str__
+def rank_text(rows: list[dict], row_limit: int = -1) -> str:
+    from ..analysis.averages import format_us, limit_rows, text_table
+
+    headers = ["Rank", "Wall", "CPU busy", "GPU busy", "In collectives", "Steps", "Step mean",
+               "Step max"]
+    cells = [[str(r["rank"]), *(format_us(r[name] / 1e3) for name in (
+        "wall_ns", "cpu_busy_ns", "gpu_busy_ns", "collective_ns")),
+              str(len(r["steps"])),
+              format_us(float(np.mean(r["steps"])) / 1e3) if len(r["steps"]) else "-",
+              format_us(max(r["steps"]) / 1e3) if len(r["steps"]) else "-"]
+             for r in limit_rows(rows, row_limit)]
+    return "\n".join(text_table(headers, cells, name_width=8))
 
 
 def name_straggler(rows: list[RankRow]) -> tuple[int | None, str]:
@@ -108,9 +119,15 @@ def _starts_inside(starts: np.ndarray, span_starts: np.ndarray, span_ends: np.nd
     return (at >= 0) & (starts < span_ends[np.maximum(at, 0)])
 
 
-def rank_summary(trace: Trace) -> RankSummary:
-    """Per rank: wall time, CPU busy, GPU busy, time inside collectives, ProfilerStep times; and
-    the straggler named. A single-rank trace gives one row."""
+def rank_summary(trace: Trace):
+    """Per rank: wall time, CPU busy, GPU busy, time inside collectives, ProfilerStep times (a
+    DataFrame, see :meth:`RankSummary.frame`); and the straggler named (``attrs``). A
+    single-rank trace gives one row."""
+    return summarise_ranks(trace).frame()
+
+
+def summarise_ranks(trace: Trace) -> RankSummary:
+    """:func:`rank_summary`'s figures, as computed."""
     cpu_rank, gpu_rank = event_ranks(trace), gpu_ranks(trace)
     collective = np.array([bool(COLLECTIVE.search(n)) for n in trace.names] or [False])
     step = np.array([bool(STEP.match(n)) for n in trace.names] or [False])

@@ -344,6 +344,8 @@ class NumbaLaunchRecorder:
             rows.cpu(tid, start_ns - base, end_ns - base, COMPILE_PREFIX + qualname,
                      {"what": "numba.cuda JIT compilation (first launch of a signature)"})
         meta["notes"] += self.notes + self._launch_notes
+        if self.simulator and launches:  # the analysis says so, and finds no wait on the GPU
+            meta["simulated"] = "numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1)"
         if self._untimed:
             meta["notes"].append(NOTE_UNTIMED.format(count=self._untimed,
                                                      error=self._untimed_error))
@@ -381,7 +383,8 @@ class NumbaLaunchRecorder:
          code, instruction, events, error, dispatcher) = launch
         name = NAME_PREFIX + qualname
         stream = self._stream_number(handle)
-        args = {"grid": str(dim3(grid)), "block": str(dim3(block)),
+        # grid and block as Kineto stores a kernel's: integer lists [x, y, z]
+        args = {"grid": list(dim3(grid)), "block": list(dim3(block)),
                 "stream": "default" if handle == 0 else hex(handle),
                 "shared memory (bytes)": int(sharedmem or 0),
                 "arguments": ", ".join(map(argument_signature, arg_sigs)),
@@ -396,6 +399,8 @@ class NumbaLaunchRecorder:
         # the kernel starts after a compilation inside its launch (its CPU time: a lower bound)
         compiled_ns = max((end - base_ns for end in compile_ends.get(tid, ())
                            if start_ns <= end <= end_ns), default=None)
+        # its GPU interval says how it was launched too, as a CUPTI kernel's args do
+        config = {key: args[key] for key in LAUNCH_CONFIG}
         if op_row >= 0:  # torch's profiler timed it: its op is the launch's slice (and Kineto
             # links CUPTI's kernel to that op by correlation)
             rows.annotate(op_row, args)
@@ -403,13 +408,13 @@ class NumbaLaunchRecorder:
                 gpu_start = int(rows.trace.gpu_start_ns[gpu_row])
                 clipped = None if compiled_ns is None else min(max(gpu_start, compiled_ns),
                                                                int(rows.trace.gpu_end_ns[gpu_row]))
-                rows.move_gpu(gpu_row, stream, {"stream handle": hex(handle)}, clipped)
+                rows.move_gpu(gpu_row, stream, {**config, "stream handle": hex(handle)}, clipped)
             return None
         row = rows.cpu(tid, start_ns - base_ns, end_ns - base_ns, name, args)
         own = (name, row, start_ns - base_ns, args)
         if self.simulator:
             rows.gpu(start_ns - base_ns, end_ns - base_ns, name, stream, row,
-                     {"simulated": "the simulator's run on the CPU"})
+                     {**config, "simulated": "the simulator's run on the CPU"})
         elif events == _RECORD_FAILED:
             self._untimed += 1
             self._untimed_error = _RECORD_FAILED
@@ -419,7 +424,7 @@ class NumbaLaunchRecorder:
         elif numba_interval is not None:
             gpu_start_ns, gpu_end_ns = numba_interval
             rows.gpu(gpu_start_ns, gpu_end_ns, name, stream, row,
-                     {"stream handle": hex(handle), "timed by": "numba's CUDA events"})
+                     {**config, "stream handle": hex(handle), "timed by": "numba's CUDA events"})
         return own
 
     def _stream_number(self, handle: int) -> int:
@@ -427,6 +432,10 @@ class NumbaLaunchRecorder:
         if handle == 0:
             return 0
         return self._stream_numbers.setdefault(handle, len(self._stream_numbers) + 1)
+
+
+# what a numba launch's GPU interval repeats of its slice's args
+LAUNCH_CONFIG = ("grid", "block", "stream", "shared memory (bytes)", "arguments", "launched at")
 
 
 def _legacy_profiler_on(torch) -> bool:

@@ -126,7 +126,7 @@ def save_compare_html(before, after, path, *, title: str | None = None, row_limi
 
     comparison = compare(before, after)
     plot, _ = comparison_figure(before, after, comparison)
-    text = comparison.table.table(row_limit=row_limit)
+    text = comparison.report(row_limit=row_limit)
     page = column(Div(text=f"<pre style='font-size:12px'>{html_text(text)}</pre>",
                       sizing_mode="stretch_width"), plot, sizing_mode="stretch_width")
     content = file_html(page, resources=INLINE, title=title or "nbprof diff")

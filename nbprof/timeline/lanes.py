@@ -74,11 +74,16 @@ def shown_tid(tid: int) -> int:
 _KINETO_NAME = re.compile(r"thread (-?\d+)(?: \((.*)\))?")
 
 
-def _thread_names(threads, ordinals) -> tuple[list[str], list[str]]:
+def _thread_names(threads, ordinals, is_async) -> tuple[list[str], list[str]]:
     """(full, short) names of CPU lanes; ``ordinals`` numbers each thread within its process
-    (the main thread first), for the short form."""
+    (the main thread first), for the short form. An async lane's tid is the loader's, not the
+    OS's: its name alone, said to be async."""
     full, short = [], []
-    for thread, ordinal in zip(threads, ordinals):
+    for thread, ordinal, lane_is_async in zip(threads, ordinals, is_async):
+        if lane_is_async:
+            full.append(f"async · {thread.name}")
+            short.append(f"async · {thread.name}")
+            continue
         tid = shown_tid(thread.tid)
         name = (thread.name or f"thread {thread.tid}").replace(f"thread {thread.tid}", f"thread {tid}")
         # Kineto's names already hold the tid ("thread 1102 (pt_main_thread)"): not twice
@@ -95,10 +100,12 @@ def _thread_names(threads, ordinals) -> tuple[list[str], list[str]]:
     return full, short
 
 
-def _ordinals(threads) -> list[int]:
-    """Each thread's number within its process: 1 for the main thread, then by tid."""
+def _ordinals(threads, is_async) -> list[int]:
+    """Each thread's number within its process: 1 for the main thread, then by tid (async
+    lanes after every thread)."""
     order = sorted(range(len(threads)), key=lambda i: (
-        threads[i].pid, threads[i].tid != threads[i].pid, shown_tid(threads[i].tid)))
+        threads[i].pid, is_async[i], threads[i].tid != threads[i].pid,
+        shown_tid(threads[i].tid)))
     ordinals, seen = [0] * len(threads), {}
     for i in order:
         seen[threads[i].pid] = seen.get(threads[i].pid, 0) + 1
@@ -127,10 +134,11 @@ def build_lanes(trace: Trace) -> Lanes:
     # CPU lanes: threads that hold events, ordered by (rank, pid, tid).
     used_threads = np.unique(trace.thread)
     threads = [trace.threads[t] for t in used_threads]
-    thread_order = sorted(range(len(threads)), key=lambda i: (  # each process's main thread first
-        thread_rank[used_threads[i]], threads[i].pid, threads[i].tid != threads[i].pid,
-        shown_tid(threads[i].tid)))
-    full_names, short_names = _thread_names(threads, _ordinals(threads))
+    is_async = trace.async_thread_mask()[used_threads].tolist()
+    thread_order = sorted(range(len(threads)), key=lambda i: (  # each process's main thread first,
+        thread_rank[used_threads[i]], threads[i].pid, is_async[i],  # its async lanes last
+        threads[i].tid != threads[i].pid, shown_tid(threads[i].tid)))
+    full_names, short_names = _thread_names(threads, _ordinals(threads, is_async), is_async)
     lane_rank = []
     pids = sorted({t.pid for t in threads})
     show_pid = len(pids) > 1
@@ -290,6 +298,11 @@ def cpu_families(trace: Trace) -> np.ndarray:
     table = np.array([_CATEGORY_FAMILY.get(str(c).lower(), FAMILY_CPU_OP) for c in trace.categories]
                      or [FAMILY_CPU_OP], np.uint8)
     return table[trace.category]
+
+
+def is_runtime_category(category: str) -> bool:
+    """Whether a CPU event of this category is a runtime/driver call (cudaLaunchKernel...)."""
+    return _CATEGORY_FAMILY.get(str(category).lower()) == FAMILY_RUNTIME
 
 
 def gpu_families(trace: Trace) -> np.ndarray:

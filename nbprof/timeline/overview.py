@@ -1,5 +1,6 @@
 """The Overview's figure: one stacked bar per step (compute / communication / memcpy / the three
-kinds of GPU idle), from the rows of ``trace.steps()``. Tapping a bar selects it in ``source``;
+kinds of GPU idle / the GPU on earlier steps' work), as tall as the step's wall time, from the rows
+of ``trace.steps()``. Tapping a bar selects it in ``source``;
 the widget listens and zooms the timeline to that step."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from bokeh.plotting import figure
 # (column of the step table, legend label, colour)
 GPU_STACKS = (("compute_us", "compute", "#4e79a7"), ("communication_us", "communication", "#e15759"),
               ("memcpy_us", "memcpy", "#edc948"), ("idle_host_us", "idle: host-bound", "#bab0ac"),
-              ("idle_sync_us", "idle: sync", "#ff9da7"), ("idle_launch_us", "idle: launch gaps", "#b07aa1"))
+              ("idle_sync_us", "idle: sync", "#ff9da7"), ("idle_launch_us", "idle: launch gaps", "#b07aa1"),
+              # the rest of the step's window (its wall time, as the list and the findings say)
+              ("gpu_other_us", "earlier steps' work", "#e8e8e8"))
 CPU_STACKS = (("cpu_busy_us", "CPU busy", "#4e79a7"), ("cpu_other_us", "CPU not in an op", "#bab0ac"))
 
 

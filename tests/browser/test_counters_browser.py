@@ -45,6 +45,7 @@ def test_counters_instants_and_notes_draw_as_text(tmp_path):
               const steps = strip.renderers.filter(r => r.name === 'nbprof_counter');
               return {shared: strip.x_range === doc.get_model_by_name('nbprof_plot').x_range,
                       height: view.el.getBoundingClientRect().height,
+                      // one series of 2 samples: 3 points of its step line
                       samples: steps.map(r => r.data_source.data.x.length),
                       // Bokeh draws each element in a shadow root
                       text: [...doc.all_models].filter(m => m.name === 'nbprof_load_note')
@@ -55,6 +56,6 @@ def test_counters_instants_and_notes_draw_as_text(tmp_path):
             assert not errors, errors
         finally:
             browser.close()
-    assert drawn["shared"] and drawn["height"] > 30 and drawn["samples"] == [2]
+    assert drawn["shared"] and drawn["height"] > 30 and drawn["samples"] == [3]
     assert "note: 1 B/E (begin/end) events found no partner" in drawn["text"]
     assert pwned is None

@@ -81,10 +81,10 @@ def test_alexnet_page_is_drawn_with_its_threads_and_streams(browser, alexnet, ar
     trace, path = alexnet
     page = open_page(browser, path)
     labels, headers = axis(page)
-    assert labels == Timeline(trace).lane_labels == ["main thread", "PyTorch Profiler",
-                                                     "GPU 0 · stream 7", "GPU 0 · stream 20",
-                                                     "GPU 0 · stream -1"]
-    assert headers == ["▾ rank 0 · pid 2869224 · python3.10", "▾ rank 0 · pid 2869225", "▾ rank 0 · GPU 0"]
+    # Kineto's "PyTorch Profiler (0)" span is the trace's metadata: no lane, no process of its own
+    assert labels == Timeline(trace).lane_labels == ["main thread", "GPU 0 · stream 7",
+                                                     "GPU 0 · stream 20", "GPU 0 · stream -1"]
+    assert headers == ["▾ rank 0 · pid 2869224 · python3.10", "▾ rank 0 · GPU 0"]
     shot = artifacts / "timeline_alexnet.png"
     page.screenshot(path=shot)
     box = page.evaluate("() => { const r = Bokeh.index.find_one(nb('nbprof_plot')).el"
@@ -799,4 +799,26 @@ def test_narrow_blocks_say_how_many_events_they_hold(browser, shared_traces, tmp
     assert counts  # blocks too narrow for "N events, mostly aten::..." keep their count
     assert not [t for t in texts if re.fullmatch(r"\d+ even.*…", t)]  # never "404 even…"
     page.screenshot(path=artifacts / "timeline_training_step.png")
+    page.close()
+
+
+def test_async_slices_are_drawn_on_their_lanes(browser, tmp_path, artifacts):
+    import json
+
+    events = [{"ph": "X", "name": "work", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "b", "name": "request", "id": 1, "pid": 1, "tid": 1, "ts": 10},
+              {"ph": "b", "name": "parse", "id": 1, "pid": 1, "tid": 2, "ts": 20},
+              {"ph": "e", "name": "parse", "id": 1, "pid": 1, "tid": 2, "ts": 40},
+              {"ph": "e", "name": "request", "id": 1, "pid": 1, "tid": 3, "ts": 90}]
+    source = tmp_path / "async.json"
+    source.write_text(json.dumps({"traceEvents": events}))
+    trace = nbprof.load(source)
+    page = open_page(browser, save_html(trace, tmp_path / "async.html"))
+    labels, _ = axis(page)
+    assert labels == Timeline(trace).lane_labels == ["main thread", "async · request"]
+    drawn = rendered(page)
+    assert sorted(drawn["name"]) == ["parse", "request", "work"]
+    by_name = dict(zip(drawn["name"], drawn["top"]))
+    assert by_name["work"] < by_name["request"] < by_name["parse"]  # its lane, then nested below
+    page.screenshot(path=artifacts / "timeline_async.png")
     page.close()

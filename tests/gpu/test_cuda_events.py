@@ -93,9 +93,8 @@ def test_ops_have_event_intervals_after_their_launch(matmul_trace):
 
 def test_event_time_agrees_with_cupti_within_5_percent_per_op(matmul_trace):
     need_kernels(matmul_trace)
-    agreement = matmul_trace.gpu_agreement()
-    rows = [row for row in records(agreement.ops) if row["name"] == "aten::mm"]
-    print(agreement.names.table() if hasattr(agreement.names, "table") else agreement.names)
+    rows = [row for row in records(matmul_trace.gpu_agreement(by="op")) if row["name"] == "aten::mm"]
+    print(matmul_trace.gpu_agreement().table())
     assert len(rows) == 20
     ratios = [row["ratio"] for row in rows if row["kernels_us"] >= 50]
     print("event/CUPTI ratio per mm:", [round(r, 4) for r in ratios])

@@ -131,9 +131,9 @@ def test_numba_notebook_finds_the_slow_kernel_and_the_launching_cell(executed):
         assert f"numba::{kernel}" in ranking
     assert "slowest: numba::" in ranking and "'launched at'" in ranking
     compared = stdout["def per_launch_us(trace, name='numba::stencil_2d'):"]
-    assert "block 16 x 16" in compared and "grid (2, 2, 1)" in compared
-    assert "block 4 x 64" in compared and "grid (8, 1, 1)" in compared
+    assert "block 16 x 16" in compared and "grid [2, 2, 1]" in compared
+    assert "block 4 x 64" in compared and "grid [8, 1, 1]" in compared
     direct = next(c for c in code_cells(book) if c.source.startswith("%%cudaprof -o direct"))
     launched = stdout["launch = next(e for e in direct.events if e.name == 'numba::saxpy')"]
     # the launch is line 4 of the profiled cell's body, in the cell numbered as the notebook shows
-    assert launched.startswith(f"cell [{direct.execution_count}], line 4 (4, 1, 1) (64, 1, 1)")
+    assert launched.startswith(f"cell [{direct.execution_count}], line 4 [4, 1, 1] [64, 1, 1]")  # as Kineto stores them

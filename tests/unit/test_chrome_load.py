@@ -53,6 +53,8 @@ def loaded(shared_traces):
 def test_every_slice_of_a_real_trace_is_kept(shared_traces, loaded, name):
     trace = loaded[name]
     cpu, gpu = raw_slices(shared_traces / name)
+    # Kineto's whole-trace span ("PyTorch Profiler (0)", cat "Trace") is the trace's metadata
+    assert len(trace.meta["profiler_spans"]) == cpu.pop("Trace") == 1
     assert category_counts(trace) == cpu
     assert kind_counts(trace) == gpu
     assert trace.meta["backend"] == "kineto"
@@ -98,7 +100,9 @@ def test_gpu_args_threads_rank_and_device_names_are_kept(loaded):
     names = {(t.pid, t.tid): t.name for t in trace.threads}
     assert names[(1102, 1102)] == "thread 1102 (pt_main_thread)"
     assert names[(1102, 1262)] == "thread 1262 (pt_autograd_0)"  # renamed later in the file
-    assert "PyTorch Profiler" in names.values()  # Kineto's span on the string pid "Spans"
+    # Kineto's span on the string pid "Spans" is the trace's metadata: no lane of its own
+    assert "PyTorch Profiler" not in names.values()
+    assert trace.meta["profiler_spans"][0]["name"] == "PyTorch Profiler (0)"
     assert trace.meta["device_names"][0] == "Tesla V100-SXM2-32GB"
     assert trace.meta["rank"] == 0
     assert loaded["gpu_sampled_rank1.json.gz"].meta["rank"] == 1
@@ -123,8 +127,9 @@ def test_times_are_ns_from_the_first_slice_with_the_wall_clock_origin_in_meta(lo
     events = json.load(gzip.open(shared_traces / "gpu_alexnet_kineto.json.gz"))["traceEvents"]
     first_ts = min(e["ts"] for e in events if e["ph"] == "X")
     assert trace.meta["base_time_ns"] == first_ts * 1000
-    first = min(int(trace.start_ns.min()), int(trace.gpu_start_ns.min()))
-    assert first == 0
+    # time 0 is where the profile began (Kineto's span of it, kept in meta)
+    assert trace.meta["profiler_spans"][0]["start_ns"] == 0
+    assert min(int(trace.start_ns.min()), int(trace.gpu_start_ns.min())) >= 0
     cpu_only = loaded["cpu_only_rank34.json.gz"]  # relative µs plus baseTimeNanoseconds
     assert cpu_only.meta["base_time_ns"] > 1_700_000_000 * 10**9
 

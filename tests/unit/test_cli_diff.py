@@ -11,6 +11,7 @@ def test_diff_writes_a_page_and_prints_the_table(shared_traces, tmp_path, capsys
     assert main(["diff", str(shared_traces / "gpu_sampled_rank0.json.gz"),
                  str(shared_traces / "gpu_sampled_rank1.json.gz"), "-o", str(page)]) == 0
     printed = capsys.readouterr().out
+    assert printed.startswith("nbprof diff by name:")  # the roll-up by name first, then the detail
     assert "nbprof diff:" in printed and "matched by call path and step" in printed
     assert f"wrote {page}" in printed
     html = page.read_text()

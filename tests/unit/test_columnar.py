@@ -97,7 +97,7 @@ def test_a_merged_job_round_trips_with_its_ranks(shared_traces, tmp_path):
     job = nbprof.load([shared_traces / name for name in RANK_FILES[:2]])
     again = nbprof.load(job.to_parquet(tmp_path / "job.parquet"))
     assert_same_trace(job, again)
-    assert again.rank_summary().to_dicts() == job.rank_summary().to_dicts()
+    assert again.rank_summary().to_dict("records") == job.rank_summary().to_dict("records")
 
 
 def test_arrow_and_pandas_views(step_trace):
@@ -150,10 +150,10 @@ def test_convert_writes_one_file_per_rank(parquet_job):
 def test_duckdb_summary_equals_the_in_memory_one(parquet_job, shared_traces):
     from_duckdb = nbprof.rank_summary(parquet_job)
     in_memory = nbprof.load([shared_traces / name for name in RANK_FILES]).rank_summary()
-    assert [row.rank for row in from_duckdb.rows] == [0, 1, 34]
-    assert from_duckdb.to_dicts() == in_memory.to_dicts()
-    assert from_duckdb.straggler == in_memory.straggler is not None
-    assert all(row.cpu_busy_ns > 0 and row.steps for row in from_duckdb.rows)
+    assert list(from_duckdb["rank"]) == [0, 1, 34]
+    assert from_duckdb.to_dict("records") == in_memory.to_dict("records")
+    assert from_duckdb.attrs["straggler"] == in_memory.attrs["straggler"] is not None
+    assert all(row["cpu_busy_ns"] > 0 and row["steps"] for row in from_duckdb.to_dict("records"))
 
 
 def test_cli_ranks_prints_the_summary(parquet_job, capsys):
@@ -177,7 +177,7 @@ def test_pyarrow_dataset_reads_the_folder_as_one_table(parquet_job, shared_trace
 
 def test_rank_summary_of_json_files_loads_one_at_a_time(shared_traces):
     summary = nbprof.rank_summary([shared_traces / name for name in RANK_FILES[:2]])
-    assert summary.to_dicts() == [ranks.rank_summary(nbprof.load(shared_traces / name)).to_dicts()[0]
+    assert summary.to_dict("records") == [ranks.rank_summary(nbprof.load(shared_traces / name)).to_dict("records")[0]
                                   for name in RANK_FILES[:2]]
 
 
@@ -199,17 +199,17 @@ def test_gpu_busy_comes_from_kernels_beside_op_events_in_memory_and_in_duckdb(tm
                         threads=[(1, 1, "main")], gpu_start_ns=[0, 10], gpu_end_ns=[100, 30],
                         gpu_name_id=[0, 1], gpu_device=[0, 0], gpu_stream=[0, 7], gpu_launch=[0, 0],
                         gpu_kind=[op, kernel], meta={"rank": 0})
-    [in_memory] = trace.rank_summary().rows
-    assert in_memory.gpu_busy_ns == 20 and in_memory.gpu_intervals == 2
+    [in_memory] = trace.rank_summary().to_dict("records")
+    assert in_memory["gpu_busy_ns"] == 20 and in_memory["gpu_intervals"] == 2
     trace.to_parquet(tmp_path / "rank0.parquet")
-    assert nbprof.rank_summary(tmp_path).to_dicts() == trace.rank_summary().to_dicts()
+    assert nbprof.rank_summary(tmp_path).to_dict("records") == trace.rank_summary().to_dict("records")
     events_only = Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=["aten::mm"],
                               threads=[(1, 1, "main")], gpu_start_ns=[0], gpu_end_ns=[100],
                               gpu_name_id=[0], gpu_device=[0], gpu_stream=[0], gpu_launch=[0],
                               gpu_kind=[op], meta={"rank": 0})
-    assert events_only.rank_summary().rows[0].gpu_busy_ns == 100  # no kernels: the events measure it
+    assert events_only.rank_summary()["gpu_busy_ns"][0] == 100  # no kernels: the events measure it
     events_only.to_parquet(tmp_path / "rank0.parquet")
-    assert nbprof.rank_summary(tmp_path).rows[0].gpu_busy_ns == 100
+    assert nbprof.rank_summary(tmp_path)["gpu_busy_ns"][0] == 100
 
 
 # -- issue 21: a damaged nbprof Parquet file is one TraceFormatError from load itself --------

@@ -40,8 +40,8 @@ def both_kinds():
 
 
 def test_each_op_with_events_and_kernels_gets_offsets_and_ratio():
-    agreement = both_kinds().gpu_agreement()
-    ops = {row["name"]: row for row in records(agreement.ops)}
+    agreement = both_kinds().gpu_agreement(by="op")
+    ops = {row["name"]: row for row in records(agreement)}
     assert set(ops) == {"aten::mm", "aten::relu", "aten::copy_"}  # step: no events
     mm, relu, copy = ops["aten::mm"], ops["aten::relu"], ops["aten::copy_"]
     # the kernels are the nested launch's: they count for the op above it
@@ -52,12 +52,12 @@ def test_each_op_with_events_and_kernels_gets_offsets_and_ratio():
     assert (relu["start_offset_us"], relu["end_offset_us"]) == pytest.approx((0.005, 0.035))
     # a memcpy and a kernel that overlap count once: the union, 490..590
     assert copy["kernels_us"] == pytest.approx(0.100) and copy["ratio"] == pytest.approx(1.2)
-    assert agreement.events_only == 1  # aten::to
+    assert agreement.attrs["events_only"] == 1  # aten::to
 
 
 def test_per_name_totals_and_the_text_flag_what_disagrees():
     agreement = both_kinds().gpu_agreement()
-    names = {row["name"]: row for row in records(agreement.names)}
+    names = {row["name"]: row for row in records(agreement)}
     assert names["aten::relu"]["disagreeing_ops"] == 1 and names["aten::relu"]["disagree"]
     assert names["aten::mm"]["count"] == 1 and not names["aten::mm"]["disagree"]
     text = agreement.table()
@@ -92,7 +92,7 @@ def test_a_trace_with_one_kind_keeps_the_cuda_columns():
                         gpu_kind=[OP])
     assert "GPU (kernels)" not in trace.table() and "CUDA total" in trace.table()
     assert trace.key_averages()[0].cuda_time_total == pytest.approx(0.007)
-    assert len(records(trace.gpu_agreement().ops)) == 0
+    assert len(records(trace.gpu_agreement(by="op"))) == 0
     assert trace.gpu_agreement().table().startswith("No op has both")
 
 
@@ -130,7 +130,7 @@ def test_an_exported_and_reloaded_trace_keeps_the_cross_check_and_the_gpu_clock(
                                    "span_ns": 10 ** 9, "untimed_events": 0}}
     path = trace.export_chrome_trace(tmp_path / "both.json.gz")
     loaded = nbprof.load(path)
-    assert records(loaded.gpu_agreement().ops) == records(trace.gpu_agreement().ops)
+    assert records(loaded.gpu_agreement(by="op")) == records(trace.gpu_agreement(by="op"))
     assert loaded.meta["gpu_clock"] == trace.meta["gpu_clock"]  # device keys stay ints
 
 
@@ -143,7 +143,7 @@ def test_kernels_on_another_device_are_not_what_the_events_timed():
         gpu_start_ns=[15, 20, 30], gpu_end_ns=[115, 110, 500], gpu_name_id=[0, 2, 2],
         gpu_device=[0, 0, 1], gpu_stream=[0, 7, 7], gpu_launch=[0, 1, 2],
         gpu_kind=[OP, KERNEL, KERNEL])
-    (row,) = records(trace.gpu_agreement().ops)
+    (row,) = records(trace.gpu_agreement(by="op"))
     assert row["kernels_us"] == pytest.approx(0.090) and row["end_offset_us"] == pytest.approx(0.005)
 
 
@@ -159,7 +159,7 @@ def test_the_cross_check_on_what_the_recorders_converter_builds():
     from test_match_events import convert, kineto_records
 
     trace = convert(kineto_records())
-    ops = records(trace.gpu_agreement().ops)
+    ops = records(trace.gpu_agreement(by="op"))
     by_name = {}
     for row in ops:
         by_name.setdefault(row["name"], []).append(row)
@@ -178,7 +178,7 @@ def test_one_ops_agreement_is_its_row_of_the_whole_cross_check():
     from nbprof.analysis.gpu_agreement import op_agreement
 
     trace = both_kinds()
-    for row in records(trace.gpu_agreement().ops):
+    for row in records(trace.gpu_agreement(by="op")):
         one = op_agreement(trace, row["id"])
         assert (one.events_ns / 1e3, one.kernels_ns / 1e3) == pytest.approx(
             (row["events_us"], row["kernels_us"]))
@@ -219,7 +219,7 @@ def test_a_call_with_events_but_no_kernel_does_not_skew_its_names_ratio():
         gpu_start_ns=[10, 20, 300], gpu_end_ns=[110, 120, 400], gpu_name_id=[0, 1, 0],
         gpu_device=[0, 0, 0], gpu_stream=[0, 7, 0], gpu_launch=[0, 0, 1],
         gpu_kind=[OP, KERNEL, OP])
-    [mm] = records(trace.gpu_agreement().names)
+    [mm] = records(trace.gpu_agreement())
     assert mm["ratio"] == pytest.approx(1.0) and not mm["disagree"]
     [row] = [row for row in trace.key_averages() if row.name == "aten::mm"]
     assert row.gpu_events_total == pytest.approx(0.2)  # all its events are still shown

@@ -386,7 +386,8 @@ def test_the_timeline_draws_counters_instants_and_notes(tmp_path):
     labels = sorted(strip.yaxis[0].major_label_overrides.values())
     assert labels == ["instant events", "memory.allocated (pid 1)", "memory.reserved (pid 1)"]
     steps = list(strip.select({"name": "nbprof_counter"}))
-    assert len(steps) == 2
+    assert len(steps) == 1  # one line for both series, broken by a NaN between them
+    assert int(np.isnan(steps[0].data_source.data["x"]).sum()) == 1
     assert any(note.text.startswith("note: 1 counter samples")
                for note in layout.select({"name": "nbprof_load_note"}))
     page = nbprof.save_html(trace, tmp_path / "p.html")
@@ -590,5 +591,5 @@ def test_a_rare_event_with_megabytes_of_args_leaves_them_out(tmp_path, event):
     loaded = []
     peak = peak_of(lambda: loaded.append(nbprof.load(path)))
     assert peak < 12 << 20, peak
-    assert "1 metadata, counter or begin/end events had more than 1 MiB of args" in \
+    assert "1 metadata, counter, instant, begin/end or async events had more than 1 MiB" in \
         notes(loaded[0])

@@ -214,3 +214,51 @@ def test_the_summary_lists_ops_not_with_stacks_python_frames():
                         categories=("op", "user_annotation", "python_function"))
     assert [row["name"] for row in summary_rows(trace)] == ["aten::mm"]
     assert "_bootstrap" not in summary_html(trace) and "aten::mm" in summary_html(trace)
+
+
+def test_a_runtime_call_shows_the_gpu_work_its_timeline_arrow_points_to(shared_traces):
+    # a selected cudaLaunchKernel said "GPU: no GPU interval" and had no "Launched" link while the
+    # timeline drew an arrow from it to its kernel (the arrows start at the runtime call)
+    import nbprof
+    from nbprof.notebook.details import event_links, gpu_details_html, gpu_links
+    from nbprof.timeline.data import runtime_calls
+
+    trace = nbprof.load(shared_traces / "gpu_alexnet_kineto.json.gz")
+    arrows = runtime_calls(trace)  # per GPU interval, the call its arrow starts at
+    calls = sorted(set(arrows[arrows >= 0].tolist()))
+    assert len(calls) > 50
+    for call in calls:
+        launched = [row for label, links, _ in event_links(trace, call)
+                    if label.startswith("Launched") for row in (link.row for link in links)]
+        assert launched == np.flatnonzero(arrows == call).tolist()
+        # the interval links back to the call: as "Runtime call" under its op, else "Launched by"
+        back = {row.label: row.links[0].row for row in gpu_links(trace, launched[0])}
+        assert back.get("Runtime call", back["Launched by"]) == call
+    launch = next(call for call in calls if trace.names[trace.name_id[call]] == "cudaLaunchKernel")
+    html = details_html(trace, launch)
+    kernel = trace.names[trace.gpu_name_id[np.flatnonzero(arrows == launch)[0]]]
+    assert "no GPU interval" not in html and "Launched (1)" in html
+    assert html.count(kernel.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")) == 2
+    assert "Runtime call: <code>cudaLaunchKernel</code>" in gpu_details_html(
+        trace, int(np.flatnonzero(arrows == launch)[0]))
+
+
+def test_details_list_every_arg_of_a_slice_as_text():
+    # Kineto's Input Dims and External id, and any arg of a loaded file, as Perfetto lists them
+    from nbprof.notebook.details import gpu_details_html
+
+    hostile = "<img src=x onerror=alert(1)>"
+    trace = Trace.build(start_ns=[0], end_ns=[50], thread=[0], name_id=[0], names=["aten::mm"],
+                        threads=[(1, 1, "main")], gpu_start_ns=[10], gpu_end_ns=[20], gpu_name_id=[0],
+                        gpu_device=[0], gpu_stream=[7], gpu_launch=[0], gpu_kind=[KIND_KERNEL],
+                        event_args={0: {"Input Dims": [[64, 256], [256, 256]], "External id": 17,
+                                        hostile: hostile, "long": "x" * 1000}},
+                        gpu_args={0: {"grid": [8, 1, 1], "block": [128, 1, 1], "registers": 32}})
+    html = details_html(trace, 0)
+    for expected in ("<th style='text-align:left;vertical-align:top;padding-right:8px'>Args</th>",
+                     ">Input Dims<", "[[64, 256], [256, 256]]", ">External id<", "<code>17</code>",
+                     "&lt;img src=x onerror=alert(1)&gt;", "x" * 400 + "…"):
+        assert expected in html, expected
+    assert "<img" not in html and "x" * 401 not in html.split("title=")[0]
+    gpu = gpu_details_html(trace, 0)
+    assert ">grid<" in gpu and "[8, 1, 1]" in gpu and ">registers<" in gpu

@@ -71,7 +71,7 @@ def test_every_kernel_is_a_slice_with_its_launch_configuration_and_line():
     assert len(by_name["numba::stencil_2d"]) == 2  # two Jacobi steps
     for name, (grid, block) in EXPECTED.items():
         event = by_name[f"numba::{name}"][0]
-        assert event.args["grid"] == str(grid) and event.args["block"] == str(block)
+        assert event.args["grid"] == list(grid) and event.args["block"] == list(block)  # as Kineto's
         assert event.args["stream"] == "default"
         run = numba_kernels.RUNS[name]
         assert event.args["launched at"] == launch_line(run, name)
@@ -83,6 +83,24 @@ def test_every_kernel_is_a_slice_with_its_launch_configuration_and_line():
     assert saxpy.args["arguments"] == "float32, float32[512], float32[512], float32[512]"
     assert by_name["numba::tiled_matmul"][0].args["arguments"] == ", ".join(["float32[32, 32]"] * 3)
     assert any("GPU timings are simulated" in note for note in trace.meta["notes"])
+
+
+@simulator
+def test_the_details_pane_shows_a_launchs_configuration_on_its_slice_and_its_gpu_interval():
+    from nbprof.notebook.details import details_html, gpu_details_html
+
+    with nbprof.profile() as prof:
+        numba_kernels.run_saxpy()
+    trace = prof.trace
+    (launch,) = numba_events(trace)
+    (gpu_row,) = np.flatnonzero(trace.gpu_launch == launch.id).tolist()
+    assert trace.gpu_args[gpu_row]["grid"] == [8, 1, 1]  # an integer list, as Kineto stores it
+    line = launch_line(numba_kernels.RUNS["saxpy"], "saxpy")
+    for html in (details_html(trace, launch.id), gpu_details_html(trace, gpu_row)):
+        for expected in (">grid<", "[8, 1, 1]", ">block<", "[64, 1, 1]", ">stream<", "default",
+                         ">shared memory (bytes)<", "<code>0</code>", ">arguments<",
+                         "float32, float32[512], float32[512], float32[512]", ">launched at<", line):
+            assert expected in html, expected
 
 
 @simulator
@@ -98,6 +116,23 @@ def test_numba_and_torch_in_one_block_nest_and_order():
     assert any(op.cpu_interval.end_ns <= launch.cpu_interval.start_ns for op in torch_ops)
     assert any(op.cpu_interval.start_ns >= launch.cpu_interval.end_ns for op in torch_ops)
     assert launch.args["arguments"] == "float32, float32[512], float32[512], float32[512]"
+
+
+@simulator
+def test_findings_on_a_simulator_trace_say_simulated_and_blame_no_sync():
+    # the kernel runs inside its launch; the quick aten::item after it waited for no GPU. It was
+    # "the CPU blocked in aten::item until the GPU drained, then queued nothing for 1.071s"
+    with nbprof.profile() as prof:
+        torch_numba.mixed_step()
+        time.sleep(0.05)  # a pause with no op: the (simulated) GPU idles while Python runs
+        torch_numba.mixed_step()
+    trace = prof.trace
+    assert "simulator" in trace.meta["simulated"]
+    said = trace.findings()
+    assert said[0].startswith("Simulated: numba.cuda simulator (NUMBA_ENABLE_CUDASIM=1) ran the kernels")
+    assert not any("blocked in" in line or "waiting on a sync" in line for line in said)
+    assert all(row["idle_sync_us"] == 0 for row in trace.steps().to_dict("records"))
+    assert any(line.startswith("Simulated GPU busy") for line in said)
 
 
 @simulator
@@ -287,7 +322,7 @@ assert dispatcher._LaunchConfiguration.__dict__["__call__"] is before
 (compiling,) = [e for e in prof.trace.events if e.name == "numba::compile real_kernel"]
 assert compiling.parent == launch.id, (compiling, launch)
 assert launch.args["raised"] == raised, launch.args
-assert (launch.args["grid"], launch.args["block"]) == ("(2, 1, 1)", "(32, 1, 1)"), launch.args
+assert (launch.args["grid"], launch.args["block"]) == ([2, 1, 1], [32, 1, 1]), launch.args
 assert launch.args["arguments"] == "float64[64]" and launch.args["stream"] == "default"
 assert launch.args["launched at"] == "<string>:13", launch.args
 assert any("CPU slices only" in note for note in prof.trace.meta["notes"])
@@ -322,7 +357,7 @@ def test_nbprof_run_records_a_scripts_kernels_and_exports_them(tmp_path):
     names = {loaded.names[i] for i in loaded.name_id}
     assert {f"numba::{name}" for name in EXPECTED} <= names
     (matmul,) = numba_events(loaded, "numba::tiled_matmul")
-    assert matmul.args["grid"] == "(2, 2, 1)"
+    assert matmul.args["grid"] == [2, 2, 1]
     assert matmul.args["launched at"] == launch_line(module.run_matmul, "tiled_matmul")
 
 
@@ -521,10 +556,11 @@ def test_a_torch_timed_launch_is_its_record_functions_op_on_its_stream():
     assert len(launches) == 2  # the ops themselves: no duplicate slice per launch
     on_default, on_user = launches
     assert on_default.args["stream"] == "default" and on_user.args["stream"] == hex(USER_STREAM)
-    assert on_user.args["grid"] == "(8, 1, 1)"
+    assert on_user.args["grid"] == [8, 1, 1]
     assert on_user.args["launched at"].endswith(f"test_numba_launches.py:{launch_line_no()}")
     (default_gpu,), (user_gpu,) = on_default.kernels, on_user.kernels
     assert default_gpu.stream == 0 and user_gpu.stream != 0
+    assert user_gpu.args["grid"] == [8, 1, 1] and user_gpu.args["launched at"] == on_user.args["launched at"]
     compiles = [e for e in trace.events if e.name == "numba::compile saxpy"]
     (compiling,) = compiles
     assert compiling.parent == on_user.id
@@ -804,7 +840,7 @@ def test_real_legacy_records_of_torch_timed_launches_become_their_slices():
     saxpys = numba_events(trace, "numba::saxpy")
     assert len(saxpys) == 4, saxpys
     assert [event.args["stream"] for event in saxpys] == ["default"] * 3 + [hex(USER_STREAM)]
-    assert all(event.args["grid"] == "(4, 1, 1)" for event in saxpys)
+    assert all(event.args["grid"] == [4, 1, 1] for event in saxpys)
     for launch in saxpys[:3]:  # the ops torch recorded: the torch op inside each is its child
         children = {event.name for event in trace.events if event.parent == launch.id}
         assert {"aten::ones", "aten::add"} <= children, children
@@ -846,7 +882,7 @@ def test_both_torch_profilers_records_of_torch_timed_launches_become_their_slice
     assert len(saxpys) == 6, saxpys  # one slice per launch: the ops themselves, and the worker's
     assert [event.thread.tid for event in saxpys].count(starting.tid) == 5
     (on_worker,) = [event for event in saxpys if event.thread.tid == worker.native_id]
-    assert all(event.args["grid"] == "(4, 1, 1)" for event in saxpys)
+    assert all(event.args["grid"] == [4, 1, 1] for event in saxpys)
     for launch in saxpys:  # torch's record_function ops, and one slice nbprof made itself
         category = trace.categories[trace.category[launch.id]]
         assert (category == "numba") == (launch is on_worker), (launch, category)

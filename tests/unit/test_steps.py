@@ -79,6 +79,18 @@ def test_a_sync_gap_names_the_blocking_call():
         "aten::item until the GPU drained")
 
 
+def test_a_quick_sync_call_inside_a_gap_did_not_block():
+    # aten::item (1 us) runs 200 us into a 900 us gap: the GPU had drained long before; the CPU
+    # was in aten::foo. It was called "the CPU blocked in aten::item until the GPU drained"
+    trace = build([("ProfilerStep#1", 0, 1000), ("aten::mm", 0, 10), ("aten::foo", 120, 950),
+                   ("aten::item", 300, 301), ("aten::add", 950, 960)],
+                  [("k1", 10, 100, 1, 7), ("k2", 960, 1000, 4, 7)])
+    [step] = rows(trace.steps())
+    assert step["idle_sync_us"] == 0 and step["idle_host_us"] == pytest.approx(10 + 860)
+    finding = trace.findings()[0]
+    assert "blocked" not in finding and "host-bound: the CPU spent it in aten::foo" in finding
+
+
 def test_gpu_busy_is_the_union_of_a_steps_work_not_its_sum():
     # two streams overlap (0..100 and 50..150), a CUDA-event op interval holds a kernel (200..300
     # holds 220..240: the kernels measure the work, the interval's idle rest is not busy), a copy
@@ -143,7 +155,7 @@ def test_real_trace_steps_agree_with_its_profiler_step_annotations(shared_traces
     assert [r["step"] for r in table] == [name for _, _, name in annotated]
     assert {r["source"] for r in table} == {"ProfilerStep"}
     for row, (ts, dur, _) in zip(table, annotated):
-        assert row["wall_us"] == pytest.approx(dur, abs=1e-3)
+        assert row["cpu_wall_us"] == pytest.approx(dur, abs=1e-3)
         assert row["start_ns"] - table[0]["start_ns"] == pytest.approx((ts - annotated[0][0]) * 1e3, abs=1)
 
     # GPU busy per step: the union of the intervals of the kernels, copies and sets its ops
@@ -153,7 +165,7 @@ def test_real_trace_steps_agree_with_its_profiler_step_annotations(shared_traces
         intervals = sorted(
             (int(trace.gpu_start_ns[g]), int(trace.gpu_end_ns[g])) for g in range(len(trace.gpu_start_ns))
             if trace.gpu_kind[g] in work and trace.gpu_launch[g] >= 0
-            and row["start_ns"] <= trace.start_ns[trace.gpu_launch[g]] < row["end_ns"])
+            and row["start_ns"] <= trace.start_ns[trace.gpu_launch[g]] < row["cpu_end_ns"])
         union, reach_start, reach_end = 0, None, None
         for start, end in intervals:
             if reach_end is None or start > reach_end:
@@ -166,7 +178,36 @@ def test_real_trace_steps_agree_with_its_profiler_step_annotations(shared_traces
         assert row["gpu_busy_us"] == pytest.approx(union / 1e3, abs=1e-3)
         assert row["compute_us"] + row["communication_us"] + row["memcpy_us"] == pytest.approx(
             row["gpu_busy_us"])
-        assert row["gpu_busy_us"] + row["gpu_idle_us"] <= row["wall_us"] + 200_000  # GPU runs behind
+        # the step's window holds its CPU part and the GPU work it launched
+        assert row["end_ns"] == max(row["cpu_end_ns"], max(end for _, end in intervals))
+        assert row["wall_us"] * 1e3 == pytest.approx(row["end_ns"] - row["start_ns"])
+        assert row["gpu_busy_us"] + row["gpu_idle_us"] <= row["wall_us"] + 1e-6
+
+
+def test_the_step_list_the_bars_and_the_findings_tell_the_same_story(shared_traces):
+    # ProfilerStep#101's CPU part is 35 ms, but its GPU work ran 98.8..196.5 ms: the list said
+    # "wall 35.116ms ... GPU busy 94.570ms", a finding "0.37x the median step", the bars drew it tallest
+    from nbprof.timeline.overview import step_bars
+    from nbprof.notebook.overview import OverviewPane
+
+    trace = nbprof.load(shared_traces / "gpu_training_step_68k.json.gz")
+    table = rows(trace.steps())
+    first = table[0]
+    assert first["step"] == "ProfilerStep#101"
+    assert first["cpu_wall_us"] == pytest.approx(35115.869, abs=1e-3)
+    assert first["wall_us"] == pytest.approx(101151.297, abs=1e-3)  # 95.34 ms .. its GPU work's end
+    for row in table:
+        assert row["gpu_busy_us"] <= row["wall_us"] and row["cpu_busy_us"] <= row["wall_us"]
+    _, source = step_bars(table, has_gpu=True)
+    heights = np.sum([source.data[name] for name in source.data if name.endswith("_ms")
+                      and name != "wall_ms"], axis=0)
+    assert heights == pytest.approx([row["wall_us"] / 1e3 for row in table])  # a bar is its wall time
+    label = OverviewPane._step_label(0, first)
+    assert label.startswith("1: ProfilerStep#101 · wall 101.151ms (CPU part 35.116ms)")
+    shortest = min(table, key=lambda row: row["wall_us"])
+    said = [line for line in trace.findings() if "the median step" in line]
+    assert said and said[0].startswith(f"{shortest['step']} took 101.151ms, 0.55x the median step")
+    assert "warm-up" not in said[0]  # the short first step is not a slow warm-up
 
 
 def test_kernel_summary_groups_by_kernel_and_launching_call_path():
@@ -186,18 +227,21 @@ def test_kernel_summary_groups_by_kernel_and_launching_call_path():
     assert "aten::addmm" in trace.kernel_summary().table()
 
 
-def test_tables_are_lists_of_rows_with_a_text_form_without_pandas():
-    code = (
-            "import nbprof\n"
-            "t = nbprof.Trace.build(start_ns=[0, 10], end_ns=[100, 50], thread=[0, 0], name_id=[0, 1],"
-            " names=['ProfilerStep#1', 'aten::mm'], threads=[(1, 1, 'main')])\n"
-            "s = t.steps()\n"
-            "print(type(s).__mro__[1].__name__, s[0]['cpu_busy_us'])\n"
-            "print(s.table())\n")
-    result = run_without(code, ("pandas",))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Rows 0.04")  # 40 ns
-    assert "ProfilerStep#1" in result.stdout
+def test_table_answers_are_dataframes_that_print_as_text_tables():
+    import pandas
+
+    trace = build(IDLE_EVENTS, IDLE_KERNELS)
+    answers = [trace.steps(), trace.kernel_summary(), trace.gpu_agreement(), trace.rank_summary(),
+               nbprof.diff(trace, trace), nbprof.diff(trace, trace, by="call_path")]
+    for answer in answers:
+        assert isinstance(answer, pandas.DataFrame)
+        assert repr(answer) == str(answer) == answer.table()  # units, a readable header
+    assert repr(answers[0]).startswith("1 steps (from ProfilerStep)")
+    assert "ProfilerStep#7" in repr(answers[0]) and "608.000us" in repr(answers[0])
+    assert isinstance(trace.key_averages(), list)  # torch's shape: an EventList-like list
+    # a frame that keeps the columns keeps its text; one that lost them prints as pandas does
+    assert answers[1][answers[1]["count"] > 0].table().startswith(answers[1].table().splitlines()[0])
+    assert "total_us" in repr(answers[1][["name", "total_us"]])
 
 
 def test_a_merged_jobs_ranks_share_their_steps(shared_traces):

@@ -17,10 +17,11 @@ from nbprof.timeline.view import view_onto
 def test_short_labels_name_the_main_thread_and_number_the_others(shared_traces):
     trace = nbprof.load(shared_traces / "gpu_sampled_rank0.json.gz")
     view = Timeline(trace)
-    assert view.lane_labels[:3] == ["main thread", "thread 2 · python3.8", "PyTorch Profiler"]
-    assert view.lane_labels[3:] == [f"GPU 0 · stream {s}" for s in (7, 23, 25, 84, 203)]
-    # the full names stay unique and name pid and tid: what the lane filter and tooltips use
-    assert view.lanes[1] == "pid 4037 · thread 23695 (python3.8)"
+    # Kineto's "PyTorch Profiler" span is the trace's metadata, not a lane
+    assert view.lane_labels[:2] == ["main thread", "thread 2 · python3.8"]
+    assert view.lane_labels[2:] == [f"GPU 0 · stream {s}" for s in (7, 23, 25, 84, 203)]
+    # the full names stay unique: what the lane filter and tooltips use
+    assert view.lanes[1] == "thread 23695 (python3.8)"  # one process: no pid needed
     assert len(set(view.lanes)) == len(view.lanes)
 
 
@@ -29,7 +30,7 @@ def test_negative_kineto_thread_ids_are_shown_unsigned(shared_traces):
     assert any(t.tid < 0 for t in trace.threads)  # the file really has one
     view = Timeline(trace)
     assert not any(ch == "-" for label in view.lanes + view.lane_labels for ch in label)
-    assert "pid 1102 · thread 4047503360" in view.lanes
+    assert "thread 4047503360" in view.lanes  # one process (the span's "Spans" was another)
     # the main thread comes first in its process, the unnamed one is a small number
     assert view.lane_labels[:3] == ["main thread", "thread 2 · pt_autograd_0", "thread 3"]
     assert shown_tid(-1) == 2**32 - 1 and shown_tid(-2**40) == 2**64 - 2**40 and shown_tid(5) == 5

@@ -37,8 +37,8 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
     read; what it could read only after a repair (invalid UTF-8, a file cut off while it was
     written) or had to leave out is said in ``trace.meta["notes"]``.
 
-    From a Kineto file, every CPU-side X slice (and B/E pair) becomes an event and every GPU
-    slice a kernel; instant events become ``trace.instants`` and counters ``trace.counters``.
+    From a Kineto file, every CPU-side X slice (and B/E pair, and async slice: async_slices.py)
+    becomes an event and every GPU slice a kernel; instant events become ``trace.instants`` and counters ``trace.counters``.
     A kernel's ``launch_id`` is the op around its cudaLaunchKernel call (not the runtime call
     itself), so ``FunctionEvent.kernels`` and ``key_averages()``' CUDA totals sit on aten ops,
     as in torch's own summaries. The loader module says how each link is found.
@@ -97,11 +97,12 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
                             f"process's main thread (tid = pid; pid 0 where it had none), as "
                             f"Perfetto does")
     if found.big_args:
-        loader.notes.append(f"{found.big_args} metadata, counter or begin/end events had more "
-                            f"than 1 MiB of args: their args were left out")
+        loader.notes.append(f"{found.big_args} metadata, counter, instant, begin/end or async "
+                            f"events had more than 1 MiB of args: their args were left out")
     if found.unmatched:
         loader.notes.append(f"{found.unmatched} B/E (begin/end) events found no partner on "
                             f"their thread and were left out")
+    loader.notes += found.async_notes
     trace = loader.trace(found)
     del found, loader
     give_back_freed_memory()

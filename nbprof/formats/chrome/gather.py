@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from .args import ArgsStore, IdColumn, decode_value
+from .async_slices import ASYNC_PHASES, AsyncEvents
 from .growing import GrowingColumn
 from .phases import (INSTANT_PHASES, RawCounters, RawInstants, counter_events, instant_events,
                      paired_begin_ends)
@@ -24,8 +25,8 @@ from .read import (Column, Slices, floats, canonical_id, hashable, ns_from_us, p
                    pick, x_slices)
 
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
-# The args of a metadata, counter or B/E event are decoded into Python objects (kept until the
-# end for M and B/E): past this much text (a thread name or a counter's values are bytes) they
+# The args of the rare phases' events (metadata, counters, instants, B/E, async) are decoded
+# into Python objects (some kept until the end): past this much text (a thread name or a counter's values are bytes) they
 # are left out with a note, so that one such event cannot cost hundreds of MB.
 RARE_ARGS_BYTES = 1 << 20
 _SLICE_FIELDS = ("name", "cat", "pid", "tid")
@@ -141,6 +142,7 @@ class Gathered:
     events: int = 0  # in the file
     skipped: int = 0  # of phases nbprof does not read
     unmatched: int = 0  # B or E without a partner
+    async_notes: list = field(default_factory=list)  # what async events were left out
     filled_ids: int = 0  # slices without a pid or tid (given their process's main thread)
     repaired: dict = field(default_factory=dict)  # in the rare events' args (see decode_value)
     big_args: int = 0  # rare events whose args were past RARE_ARGS_BYTES: left out
@@ -155,13 +157,14 @@ class Gatherer:
         self.args = ArgsStore()
         self.out = Gathered(slices=None)
         self.begin_ends = ([], [], [], [])  # B events, their rows, E events, their rows
+        self.async_events = AsyncEvents()
 
     def add(self, base: int, events: list) -> None:
         out = self.out
         rows = phase_rows(events)
         out.events += len(events)
         out.skipped += len(events) - sum(map(len, rows.values()))
-        for phase in ("M", "B", "E", "C"):  # instants' args are not read: left undecoded
+        for phase in ("M", "B", "E", "C", *INSTANT_PHASES, *ASYNC_PHASES):
             for event in (events[row] for row in rows[phase].tolist()):
                 raw = event.args
                 if len(raw) > RARE_ARGS_BYTES:
@@ -176,7 +179,10 @@ class Gatherer:
         ends += [events[row] for row in rows["E"].tolist()]
         end_rows += (rows["E"] + base).tolist()
         out.flows.add(pick(events, np.concatenate([rows["s"], rows["f"]])), len(rows["s"]))
-        found = instant_events(events, np.sort(np.concatenate([rows[p] for p in INSTANT_PHASES])))
+        plain_instants = self.async_events.add(
+            events, np.sort(np.concatenate([rows[p] for p in ASYNC_PHASES])), base)
+        found = instant_events(events, np.sort(np.concatenate(
+            [*(rows[p] for p in INSTANT_PHASES), plain_instants])))
         for name in ("ts", "name", "pid", "tid"):
             getattr(out.instants, name).extend(getattr(found, name))
         out.instants.skipped += found.skipped
@@ -201,15 +207,25 @@ class Gatherer:
         self.dur.extend(chunk.dur)
         self.args.append(chunk.args)
 
+    def _add_paired(self, slices: list, file_rows: list) -> None:
+        """X-like events made of pairs (B/E, async), their args decoded, as slices."""
+        for pair in slices:
+            pair.args = msgspec.Raw(msgspec.json.encode(pair.args)) if pair.args is not None \
+                else msgspec.Raw(b"")
+        self._add_slices(slices, np.arange(len(slices)), 0, extra_rows=file_rows)
+
     def finish(self) -> Gathered:
         begins, begin_rows, ends, end_rows = self.begin_ends
         pairs, pair_rows, self.out.unmatched = paired_begin_ends(
             begins + ends, np.arange(len(begins)), np.arange(len(begins), len(begins) + len(ends)),
             file_rows=begin_rows + end_rows)
-        for pair in pairs:
-            pair.args = msgspec.Raw(msgspec.json.encode(pair.args)) if pair.args is not None \
-                else msgspec.Raw(b"")
-        self._add_slices(pairs, np.arange(len(pairs)), 0, extra_rows=pair_rows)
+        self._add_paired(pairs, pair_rows)
+        found = self.async_events.finish()
+        self._add_paired(found.slices, found.rows)
+        self.out.metadata += found.metadata
+        for name in ("ts", "name", "pid", "tid"):
+            getattr(self.out.instants, name).extend(getattr(found.instants, name))
+        self.out.async_notes = found.notes
         self.args.finish()
         self.out.flows.finish()
         columns = {name: Column(codes=self.codes[name].finish(), table=list(self.tables[name]))

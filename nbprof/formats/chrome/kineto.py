@@ -47,6 +47,14 @@ class KinetoLoad(Load):
                             for value in pid.table] or [False])
         return gpu_cat[cat.codes] | gpu_pid[pid.codes]
 
+    def metadata_rows_mask(self):
+        # Kineto's span of the whole profile, "PyTorch Profiler (0)" (cat "Trace"), on a lane
+        # of its own: trace metadata, not an op (it would lead every diff and summary)
+        cat, name = self.slices.cat, self.slices.name
+        span_name = np.array([str(value).startswith("PyTorch Profiler") for value in name.table]
+                             or [False])
+        return category_flags(cat.table, ("trace",))[cat.codes] & span_name[name.codes]
+
     def origin_us(self):
         return math.floor(float(self.slices.ts.min())) if len(self.slices.ts) else 0.0
 

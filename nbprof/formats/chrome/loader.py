@@ -32,6 +32,7 @@ from itertools import compress
 import numpy as np
 
 from .args import MISSING, LazyArgs
+from .async_slices import META_KEY as ASYNC_META_KEY, async_threads
 from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
 from .growing import give_back_freed_memory
 from .read import (MAX_TIME_US, Column, TraceFormatError, hashable, ns_from_us,
@@ -131,6 +132,12 @@ class Load:
         """The µs value that becomes time 0."""
         raise NotImplementedError
 
+    def metadata_rows_mask(self) -> np.ndarray | None:
+        """Which slices say something of the whole trace rather than being events (Kineto's
+        "PyTorch Profiler (0)" span): kept in ``meta["profiler_spans"]``, not as events. None:
+        no such slices."""
+        return None
+
     def thread_table(self, distinct: list) -> tuple[list, list]:
         """For the distinct (pid, tid) pairs of the CPU slices: each one's thread index, and
         the threads table."""
@@ -176,7 +183,12 @@ class Load:
         # Trace.build sorts); GPU by start then end. Sorting here, before any per-row dict is
         # made, spares remapping those dicts afterwards.
         index = np.int32 if len(start_ns) < 1 << 31 else np.int64
-        cpu_rows = time_ordered(np.flatnonzero(~is_gpu).astype(index), start_ns,
+        is_metadata = self.metadata_rows_mask()
+        spans = [{"name": str(s.name.table[s.name.codes[row]]), "start_ns": int(start_ns[row]),
+                  "end_ns": int(end_ns[row])} for row in np.flatnonzero(is_metadata).tolist()] \
+            if is_metadata is not None else []
+        cpu_rows = time_ordered(np.flatnonzero(~is_gpu if is_metadata is None else
+                                               ~is_gpu & ~is_metadata).astype(index), start_ns,
                                 lambda rows: start_ns[rows] - end_ns[rows])
         gpu_rows = time_ordered(np.flatnonzero(is_gpu).astype(index), start_ns,
                                 lambda rows: end_ns[rows])
@@ -214,8 +226,8 @@ class Load:
                       for view in ("args", "shapes", "stacks")}
         del cpu_rows
         if skipped:
-            self.notes.append(f"{skipped} events of phases nbprof does not read (async, object, "
-                              f"sample, ...) were skipped")
+            self.notes.append(f"{skipped} events of phases nbprof does not read (object, sample, "
+                              f"...) were skipped")
         give_back_freed_memory()
         depth, parent, self_ns = nest(cpu_start, cpu_end, thread)
         trace = Trace(
@@ -226,6 +238,12 @@ class Load:
             counters=self._counters(counters, origin_us) if counters else (),
             event_args=cpu_extras["args"], shapes=cpu_extras["shapes"],
             stacks=cpu_extras["stacks"], meta=self.meta(round(origin_us * 1000)))
+        if spans:
+            trace.meta["profiler_spans"] = spans
+        async_lanes = async_threads(self.lane_index)
+        if async_lanes:  # which threads are async tracks' lanes (async_slices.py)
+            trace.meta[ASYNC_META_KEY] = sorted({*trace.meta.get(ASYNC_META_KEY, ()),
+                                                 *async_lanes})
         give_back_freed_memory()
         return self.finish(trace)
 
@@ -274,7 +292,10 @@ class Load:
         position = {category: index for index, category in enumerate(self.categories())}
         code_of = np.zeros(max(len(cat_table), 1), np.int64)
         for code in np.unique(cat_codes).tolist():  # first-seen order: cat_table's codes are
-            code_of[code] = position.setdefault(cat_table[code], len(position))
+            # a slice without a cat has the empty one (as Perfetto reads it): the table stays
+            # strings, which an export's block must hold to load back
+            category = cat_table[code] if cat_table[code] is not None else ""
+            code_of[code] = position.setdefault(category, len(position))
         if len(position) > MAX_CATEGORIES:
             self.notes.append(f"the file has {len(position)} event categories, more than the "
                               f"{MAX_CATEGORIES} a trace keeps: the last "
@@ -352,7 +373,8 @@ class NbprofLoad(Load):
             tid_ids = int_ids([tid for _pid, tid in known + unknown])
             for key in unknown:
                 lanes[key] = len(threads)
-                threads.append((pid_ids[key[0]], tid_ids[key[1]], f"thread {key[1]}"))
+                threads.append((pid_ids[key[0]], tid_ids[key[1]],
+                                getattr(key[1], "label", None) or f"thread {key[1]}"))
         self.lane_index = lanes
         return [lanes[key] for key in distinct], threads
 

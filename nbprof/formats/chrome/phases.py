@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from .read import Event, canonical_id, hashable, number_in_text, number_or_nan, pick
 
-INSTANT_PHASES = ("i", "I", "n")
+# "n" is an async instant: async_slices.py reads it (on its thread only where it has no id)
+INSTANT_PHASES = ("i", "I")
 
 
 def paired_begin_ends(events, begin_rows, end_rows, file_rows=None) -> tuple[list, list, int]:
@@ -45,8 +46,8 @@ def paired_begin_ends(events, begin_rows, end_rows, file_rows=None) -> tuple[lis
             slices.append((begin_row, Event(
                 ph="B", name=begin.name if begin.name is not None else event.name,
                 cat=begin.cat if begin.cat is not None else event.cat, pid=begin.pid,
-                tid=begin.tid, ts=begin.ts, dur=ts - begin_ts, args=_merged(begin.args,
-                                                                            event.args))))
+                tid=begin.tid, ts=begin.ts, dur=ts - begin_ts, args=merged_args(begin.args,
+                                                                                event.args))))
         else:
             unmatched += 1
     unmatched += sum(map(len, open_begins.values()))
@@ -54,7 +55,8 @@ def paired_begin_ends(events, begin_rows, end_rows, file_rows=None) -> tuple[lis
     return [event for _row, event in slices], [row for row, _event in slices], unmatched
 
 
-def _merged(begin_args, end_args):
+def merged_args(begin_args, end_args):
+    """A pair's args: the begin's and the end's, the end's winning a key both have."""
     if isinstance(begin_args, dict) and isinstance(end_args, dict):
         return {**begin_args, **end_args}
     return begin_args if begin_args is not None else end_args

@@ -58,6 +58,7 @@ class Event(msgspec.Struct, gc=False):
     dur: Any = None
     args: msgspec.Raw = msgspec.Raw(b"")  # kept undecoded: see args.py; empty if absent
     id: Any = None
+    id2: Any = None  # an async event's {"global": ...} or {"local": ...} id
     s: Any = None  # an instant event's scope: "t" (thread, the default), "p" or "g"
 
 
@@ -203,8 +204,8 @@ def _closed(raw: bytes, path, error, notes, base=0) -> tuple[dict, list, list]:
     raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
 
 
-# The phases the loader reads; every other (async, object, sample, ...) is counted and skipped.
-LOADED_PHASES = ("X", "M", "s", "f", "B", "E", "i", "I", "n", "C")
+# The phases the loader reads; every other (object, sample, ...) is counted and skipped.
+LOADED_PHASES = ("X", "M", "s", "f", "B", "E", "i", "I", "n", "C", "b", "e", "S", "T", "F")
 _PHASE_CODE = {phase: code for code, phase in enumerate(LOADED_PHASES, start=1)}
 # Largest |ts| and dur (µs) taken: ns from the origin must fit int64 with room for the sums
 # the timeline and the export make (2^62 ns is 146 years; a real trace spans seconds).
