@@ -49,9 +49,10 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         thread_rank += [rank] * len(trace.threads)
         async_threads += (np.flatnonzero(trace.async_thread_mask()) + thread_base).tolist()
         own = np.unique(trace.gpu_device)
-        device_map = np.zeros(int(own.max(initial=0)) + 1, np.int16)
+        lowest = int(own.min(initial=0))  # a file may number a device -3: offset, not wrapped
+        device_map = np.zeros(int(own.max(initial=0)) - lowest + 1, np.int16)
         for device in own.tolist():
-            device_map[device] = len(gpu_devices)
+            device_map[device - lowest] = len(gpu_devices)
             gpu_devices.append([len(gpu_devices), rank, device])
             name = (trace.meta.get("device_names") or {}).get(device)
             if name is not None:
@@ -71,7 +72,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         columns["gstart"].append(trace.gpu_start_ns)
         columns["gend"].append(trace.gpu_end_ns)
         columns["gname"].append(name_map[trace.gpu_name_id])
-        columns["gdev"].append(device_map[trace.gpu_device])
+        columns["gdev"].append(device_map[trace.gpu_device.astype(np.int64) - lowest])
         columns["gstream"].append(trace.gpu_stream)
         columns["glaunch"].append(trace.gpu_launch)
         columns["gcall"].append(trace.gpu_call)

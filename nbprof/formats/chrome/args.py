@@ -310,17 +310,22 @@ class ArgsStore:
         return text
 
 
-def decode_value(text):
+def decode_value(text, repaired: dict | None = None):
     """A JSON value from args kept as text. A number beyond a float's range (1e400: valid
-    JSON, which msgspec refuses) becomes None, so that what loaded also exports."""
+    JSON, which msgspec refuses) becomes None, so that what loaded also exports. Invalid
+    UTF-8 and lone surrogates become U+FFFD, counted in ``repaired`` (as ArgsStore.repaired)."""
     try:
         return msgspec.json.decode(text)
     except msgspec.ValidationError:
         return json.loads(bytes(text), parse_float=_finite_or_none,
                           parse_constant=lambda _name: None)
     except msgspec.DecodeError:  # a rare event's args: not repaired on the way in
-        text, _count = without_bad_utf8(bytes(text))
-        return decode_value(without_lone_surrogates(text)[0])
+        text, utf8 = without_bad_utf8(bytes(text))
+        text, surrogates = without_lone_surrogates(text)
+        if repaired is not None:
+            repaired["utf8"] = repaired.get("utf8", 0) + utf8
+            repaired["surrogates"] = repaired.get("surrogates", 0) + surrogates
+        return decode_value(text)
 
 
 def _finite_or_none(text: str):

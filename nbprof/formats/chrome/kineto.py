@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict, deque
 
 import numpy as np
@@ -43,8 +44,8 @@ class KinetoLoad(Load):
     def gpu_rows_mask(self):
         cat, pid = self.slices.cat, self.slices.pid
         gpu_cat = category_flags(cat.table, GPU_CATEGORY_KIND)
-        gpu_pid = np.array(["GPU" in self.process_labels.get(value, "") for value in pid.table]
-                           or [False])
+        gpu_pid = np.array([_is_gpu_label(self.process_labels.get(value, ""))
+                            for value in pid.table] or [False])
         return gpu_cat[cat.codes] | gpu_pid[pid.codes]
 
     def metadata_rows_mask(self):
@@ -236,6 +237,16 @@ def _as_device(value, limit=1 << 15):
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return value if isinstance(value, int) and -limit <= value < limit else None
+
+
+_GPU_LABEL = re.compile(r"\s*GPU\s*\d+\s*")
+
+
+def _is_gpu_label(labels: str) -> bool:
+    """Whether a process_labels value (comma-separated labels) has one that is Kineto's
+    "GPU <n>": a label that merely mentions a GPU ("no GPU here") keeps a CPU process's
+    slices CPU events."""
+    return any(_GPU_LABEL.fullmatch(label) for label in labels.split(","))
 
 
 def _default_name(tid) -> str:

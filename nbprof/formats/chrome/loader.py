@@ -343,7 +343,17 @@ class Load:
         return kind_of_cat[self.slices.cat.codes[gpu_rows]]
 
     def devices(self, gpu_rows) -> np.ndarray:
-        return self._int_column(gpu_rows, "device", self.slices.pid)
+        """Each GPU slice's device, in the int16 column's range: a number outside it is
+        clamped to its end, with a note (never wrapped: 65536 would be device 0); its args
+        keep the file's number."""
+        devices = self._int_column(gpu_rows, "device", self.slices.pid)
+        low, high = np.iinfo(np.int16).min, np.iinfo(np.int16).max
+        outside = int(((devices < low) | (devices > high)).sum())
+        if outside:
+            self.notes.append(f"{outside} GPU intervals had a device number outside {low}..{high}"
+                              f": clamped to that range (their args keep the file's number)")
+            devices = np.clip(devices, low, high)
+        return devices.astype(np.int16)
 
     def streams(self, gpu_rows) -> np.ndarray:
         # Kineto's stream ids are unsigned 32-bit (4294967295 for "no stream"): they wrap into

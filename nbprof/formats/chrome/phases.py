@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .memory_events import MEMORY_NAME, memory_row
-from .read import Event, canonical_id, hashable, number_or_nan, pick
+from .read import Event, canonical_id, hashable, number_in_text, number_or_nan, pick
 
 # "n" is an async instant: async_slices.py reads it (on its thread only where it has no id)
 INSTANT_PHASES = ("i", "I")
@@ -118,7 +118,7 @@ def counter_events(events, rows) -> RawCounters:
             continue
         name, pid = display_name(event.name), canonical_id(event.pid)
         for key, value in args.items():
-            value = number_or_nan(value) if not isinstance(value, str) else math.nan
+            value = number_in_text(value)
             if not math.isfinite(value):
                 found.skipped += 1
                 continue
