@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(subst =,,$(subst >,,$(subst <,,$(TORCH_SPEC))))
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo demo-ddp test bench lab chromium clean
+.PHONY: demo demo-ddp test bench bench-quick lab chromium clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: $(STAMP) $(CHROMIUM)
 
 bench: $(STAMP) $(CHROMIUM)
 	$(PY) bench/run_all.py
+
+# The headline figures in ~3 minutes (bench/quick.py): run it on every change to a hot path.
+bench-quick: $(STAMP) $(CHROMIUM)
+	$(PY) bench/quick.py
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks/

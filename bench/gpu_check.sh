@@ -5,6 +5,7 @@
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
 #      anywidget, ipywidgets, numba.cuda, pyarrow...), so a missing wheel fails in seconds, not
 #      after minutes of tests (PARTIAL=1 runs the torch-only tests anyway, and exits 2)
+#   0b. the native recorder's build (compiler, seconds) and its CPU tests, against this torch
 #   1. pytest -m gpu tests/gpu   (events vs CUPTI per op, side stream, second thread, 60 s clock,
 #      GPU sleep, backward, CUDA graph, fork DataLoader, %%cudaprof; -s: every figure printed)
 #   2. bench/bench_record.py --gpu   (overhead vs torch.profiler with CUPTI, events only vs the
@@ -98,6 +99,20 @@ if [ -n "$missing" ]; then
     status=2
 fi
 
+# The native recorder (issue 19) against this machine's torch, in its first seconds: the compiler,
+# the build's time into an empty cache, then its CPU tests (its CUDA events are not written yet).
+export NBPROF_NATIVE_CACHE="${NBPROF_NATIVE_CACHE:-/tmp/nbprof-native}"
+{
+    echo "compiler: $(${CXX:-c++} --version 2>&1 | head -n 1)"
+    timeout "${NATIVE_BUILD_TIMEOUT:-60}" "$PY" -c 'import time, torch
+from nbprof.record import native
+from nbprof.record.native import build
+start = time.perf_counter(); library = native.load()
+print("native build:", "ok" if library else "FAILED", f"{time.perf_counter() - start:.1f} s",
+      build.build_seconds, native.why_not())'
+    timeout "${NATIVE_TESTS_TIMEOUT:-60}" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py 2>&1 | tail -n 3
+} 2>&1 | grep -v '^USDT:' | tee "$LOGS/native.log"
+
 per_test=""  # a hung test fails alone instead of eating the whole run's time
 "$PY" -c 'import pytest_timeout' 2>/dev/null && per_test="--timeout 100"
 timeout "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
@@ -128,6 +143,7 @@ sys.exit(1 if problems or not len(trace.kernels) else 0)' >> "$LOGS/demo.txt" 2>
 
 echo "gpu tests: rc=$tests_rc, $tests$left_out: $(tail -n 1 "$LOGS/gpu_tests.log")" | tee "$LOGS/summary.log"
 echo "gpu bench: rc=$bench_rc" | tee -a "$LOGS/summary.log"
+echo "native recorder: $(grep -h 'native build\|passed\|failed' "$LOGS/native.log" | tr '\n' ' ')" | tee -a "$LOGS/summary.log"
 echo "gpu numba bench: rc=$numba_rc" | tee -a "$LOGS/summary.log"
 { echo "demo on the GPU: rc=$demo_rc ($LOGS/demo.html), its output's end:"; cat "$LOGS/demo.txt"; } \
     | tee -a "$LOGS/summary.log"

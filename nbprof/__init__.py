@@ -14,6 +14,12 @@ from .model import FunctionEvent, Interval, Kernel, Thread, Trace
 
 __version__ = "0.1.0"
 
+# nbprof's native recorder compiles (or is found in its cache) in the background from here, so
+# that a first profile rarely waits for it; nothing of torch is imported for it.
+from .record.native.build import start_background_build as _start_native_build  # noqa: E402
+
+_start_native_build()
+
 __all__ = [
     "FunctionEvent", "Interval", "Kernel", "Thread", "Trace", "TraceFormatError",
     "diff", "load", "profile", "rank_summary", "save_html", "timeline", "widget",

@@ -238,6 +238,15 @@ def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
                       f"{100.0 * row.self_cpu_time_total / total_cpu if total_cpu else 0.0:.2f}%",
                       format_us(row.self_cpu_time_total), format_us(row.cpu_time_total),
                       format_us(row.cpu_time_avg), *gpu, str(row.count)])
+    if len(trace.memory):
+        from .memory import allocated_per_name, format_bytes
+
+        headers[-1:-1] = ["Self allocated", "Total allocated"]
+        own, total = allocated_per_name(trace)
+        name_id = {name: index for index, name in enumerate(trace.names)}
+        for row, cell in zip(shown, cells):
+            at = name_id[row.name]
+            cell[-1:-1] = [format_bytes(own[at]), format_bytes(total[at])]
     out = [*text_table(headers, cells, name_width), f"Self CPU time total: {format_us(total_cpu)}"]
     out += busy_lines(trace)
     if both:

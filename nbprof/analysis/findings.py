@@ -1,5 +1,6 @@
 """One-line findings in plain words, from the step breakdown and the kernel summary: where the GPU
-sat idle and why, which step stands out, what dominates GPU time. numpy only."""
+sat idle and why, which step stands out, what dominates GPU time; where memory was recorded, its
+peak and holders and what was never freed (memory.py). numpy only."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 
 from .averages import format_us, name_cell
 from .callpaths import canonical_names
+from .memory import memory_findings
 from ..model import CUDA_INIT_NAME, Trace
 from .steps import IDLE_KINDS, StepBreakdown, blocking_call_at, breakdown, cpu_time_in
 
@@ -56,6 +58,7 @@ def findings(trace: Trace, result: StepBreakdown | None = None, kernels=None) ->
             launches = "launch" if row["count"] == 1 else "launches"
             out.append(f"Top kernel: {name_cell(row['name'], NAME_WIDTH)} takes {row['share_pct']:.0f}% "
                        f"of kernel time ({row['count']} {launches}{launched}).")
+    out.extend(memory_findings(trace))
     return out
 
 

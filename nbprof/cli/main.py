@@ -48,14 +48,19 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, bool]]:
                       help="read at most this much uncompressed trace data (default 8G; "
                            "suffixes K, M, G, T)")
     run = command("run", "profile a Python script and write its timeline page",
-                  usage="nbprof run [-h] -o PAGE.html [--trace TRACE] [--table] [--title TITLE] "
+                  usage="nbprof run [-h] [-o PAGE.html] [--trace TRACE] [--table] [--memory] [--title TITLE] "
+                        "[--recorder {auto,native,torch}] "
                         "SCRIPT [ARGS ...]")
-    run.add_argument("-o", "--output", metavar="PAGE.html", help="the HTML page to write ({rank} "
-                                                                  "becomes the process's rank)")
+    run.add_argument("-o", "--output", metavar="PAGE.html", help="the HTML page to write (default: "
+                     "SCRIPT.nbprof.html beside the script; {rank} becomes the process's rank)")
     run.add_argument("--trace", help="also write the trace (Chrome JSON, .json.gz compresses; "
                                      ".parquet; {rank} becomes the process's rank)")
     run.add_argument("--table", action="store_true", help="print the per-op summary table")
+    run.add_argument("--memory", action="store_true", help="record every allocation and free")
     run.add_argument("--title", help="the page's title")
+    run.add_argument("--recorder", choices=("auto", "native", "torch"), default="auto",
+                     help="what records: nbprof's native observer where it builds (auto, the "
+                          "default), only it (native), or torch's profiler (torch)")
     run.add_argument("script", help="the Python script to run; every argument after it is the "
                                     "script's own (its sys.argv), nbprof's options go before it")
     diff = command("diff", "what changed between two trace files: the op diff table and both "
@@ -119,8 +124,9 @@ def _size(text: str) -> int:
         number, unit = number[:-1], number[-1]
     try:
         size = int(float(number) * units[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 16G, 512M)") from None
+    except (ValueError, OverflowError):  # "x", "nan"; "inf", "1e400"
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (a whole number of bytes, or "
+                                         "with K, M, G, T: e.g. 16G, 512M)") from None
     if size <= 0:
         raise argparse.ArgumentTypeError(f"the size must be positive, not {text!r}")
     return size

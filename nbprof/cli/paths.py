@@ -8,9 +8,8 @@ from __future__ import annotations
 import errno
 import os
 import pathlib
-import stat
 
-from ..formats.atomic import check_writable, make_folders
+from ..formats.atomic import check_regular, check_writable, make_folders
 
 PAGE_SUFFIXES = (".html", ".htm")
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet")
@@ -55,22 +54,18 @@ def same_file(first, second) -> bool:
 
 def check_output(path, what: str, option: str, inputs=(), suffixes=PAGE_SUFFIXES) -> pathlib.Path:
     """Raise CliError unless ``path`` may be written: it is none of ``inputs``, its name ends in one
-    of ``suffixes``, it is a new file or a regular one (os.devnull too: output thrown away on
-    purpose) and its folder takes files. ``option`` is how the command line named it (``-o``)."""
+    of ``suffixes``, it is a new file or a regular one (never a device, /dev/null included: the
+    rename would replace it) and its folder takes files. ``option`` is how the command line named
+    it (``-o``)."""
     target = pathlib.Path(path)
     for source in inputs:
         if same_file(target, source):
             raise CliError(f"{option} {target} is {source}, one of the inputs: writing it would "
                            f"replace that file; give {what} another name")
-    if os.path.realpath(target) == os.path.realpath(os.devnull):
-        return target
-    try:
-        mode = os.stat(target).st_mode
-    except OSError:
-        mode = None
-    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        raise CliError(f"{option} {target} is not a regular file (a device, a pipe or a socket); "
-                       f"give a file name for {what}")
+    try:  # a device, a pipe, a folder (or a symlink to one): said before the name's suffix
+        check_regular(target, what)
+    except OSError as error:
+        raise CliError(describe(error)) from None
     if not str(target).lower().endswith(suffixes):
         raise CliError(f"{option} {target}: the name of {what} must end in {' or '.join(suffixes)}")
     try:

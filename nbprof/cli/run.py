@@ -2,12 +2,18 @@
 
 The script runs as ``__main__`` (runpy) with ``sys.argv`` set to it and its arguments, inside
 ``nbprof.profile()``. Every output path is checked before the script starts, so a typo costs no
-run; once it has run, whatever can be written is written and the rest said (a profile that took
-an hour is never lost to a full disk: the trace goes to the temp folder if it can go nowhere else).
+run; a script that does not compile writes nothing (the last good page stays) and shows its error
+as Python would. Once it has run (to its end, an exception, Ctrl-C, SIGTERM or SIGHUP), whatever
+can be written is written and the rest said (a profile that took an hour is never lost to a full
+disk: the trace goes to the temp folder if it can go nowhere else). Relative output paths are from
+the folder nbprof started in, wherever the script moves; without -o the page is SCRIPT.nbprof.html
+beside the script.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import pathlib
 import runpy
@@ -19,8 +25,7 @@ import warnings
 import zipfile
 
 from .paths import TRACE_SUFFIXES, CliError, check_distinct, check_output, describe
-
-_SIGINT_STATUS = 130  # the shell's exit status for a process ended by Ctrl-C
+from .stops import _SIGINT_STATUS, StopSignals
 
 
 def script_position(argv: list[str], takes_value: dict[str, bool]) -> int | None:
@@ -41,46 +46,61 @@ def script_position(argv: list[str], takes_value: dict[str, bool]) -> int | None
 
 
 def run(options, script_args: list[str]) -> int:
+    with StopSignals() as stops:
+        return _run(options, script_args, stops)
+
+
+def _run(options, script_args: list[str], stops: StopSignals) -> int:
     from ..ranks import distributed_meta, expand_rank
 
+    # Paths as given on the command line mean from here, even if the script changes folder.
+    start_folder = pathlib.Path.cwd()
     script = pathlib.Path(options.script)
     # A file, or (as for `python DIR`) a folder or zip holding __main__.py.
     if not (script.is_file() or (script / "__main__.py").is_file()):
         print(f"nbprof: no script {script}: give the path of a Python file (or of a folder with "
               "a __main__.py) to profile", file=sys.stderr)
         return 2
-    if options.output is None:
-        hint = (": nbprof's options go before the script (nbprof run -o PAGE.html SCRIPT ARGS...); "
-                "what follows the script is the script's own" if {"-o", "--output"} & {
-                    argument.split("=")[0] for argument in script_args} else "")
-        raise CliError(f"run needs -o PAGE.html, the page to write{hint}")
-    planned = _outputs(options, expand_rank, distributed_meta())
+    if options.output is None and {"-o", "--output"} & {
+            argument.split("=")[0] for argument in script_args}:
+        raise CliError("nbprof's options go before the script (nbprof run -o PAGE.html SCRIPT "
+                       "ARGS...); what follows the script is the script's own")
+    planned = _outputs(options, expand_rank, distributed_meta(), start_folder)
     for option, path in planned.items():
         check_output(path, "the timeline page" if option == "-o" else "the trace", option,
                      inputs=[script], suffixes=(".html", ".htm") if option == "-o" else
                      TRACE_SUFFIXES)
     check_distinct(planned)
+    if error := _compile_error(start_folder / script):  # never ran: nothing to write, or lose
+        traceback.print_exception(type(error), error, None)
+        return 1
     try:
         from .. import profile  # torch: seconds; Ctrl-C here has nothing to write yet
     except KeyboardInterrupt:
-        print("nbprof: interrupted before the script started; nothing was written", file=sys.stderr)
-        return _SIGINT_STATUS
-    exit_code, trace, interrupted = _profile_script(profile, script, script_args)
-    if trace is None:  # the profiler never started (Ctrl-C while it was starting)
-        print("nbprof: interrupted before the profile started; nothing was written",
+        print(f"nbprof: {stops.what()} before the script started; nothing was written",
               file=sys.stderr)
-        return exit_code or 1
-    paths, done = _outputs(options, expand_rank, trace.meta), []
+        return stops.status()
+    exit_code, trace, interrupted = _profile_script(
+        functools.partial(profile, recorder=options.recorder, memory=options.memory), script,
+        script_args, start_folder)
+    if trace is None:  # the profiler never started (Ctrl-C while it was starting)
+        print(f"nbprof: {stops.what()} before the profile started; nothing was written",
+              file=sys.stderr)
+        return stops.status() if interrupted else exit_code or 1
+    if interrupted:
+        exit_code = stops.status()
+    paths, done = _outputs(options, expand_rank, trace.meta, start_folder), []
     try:
         if interrupted:  # said here, inside the try: a second Ctrl-C right after it is caught
-            print("nbprof: interrupted; writing what ran before Ctrl-C (Ctrl-C again stops that)",
+            again = "Ctrl-C again" if stops.number is None else "Ctrl-C"
+            print(f"nbprof: {stops.what()}; writing what ran before it ({again} stops that)",
                   file=sys.stderr, flush=True)
         written_ok = _write_outputs(trace, options, paths, script, done)
     except KeyboardInterrupt:  # a second Ctrl-C: stop now; atomic writes leave no half file
         left = [str(path) for path in paths.values() if str(path) not in done]
-        print(f"nbprof: interrupted again: not written: {', '.join(left)} (no half file left)"
+        print(f"nbprof: {stops.what()} again: not written: {', '.join(left)} (no half file left)"
               + (f"; written: {', '.join(done)}" if done else ""), file=sys.stderr)
-        return _SIGINT_STATUS
+        return stops.status()
     for note in trace.meta.get("notes") or ():  # what the recording could not do, said once
         print(f"nbprof: note: {note}", file=sys.stderr)
     from ..record.overhead import describe_overhead
@@ -92,16 +112,38 @@ def run(options, script_args: list[str]) -> int:
     return exit_code if written_ok or exit_code else 1
 
 
-def _outputs(options, expand_rank, meta) -> dict[str, pathlib.Path]:
-    paths = {"-o": pathlib.Path(expand_rank(options.output, meta))}
+def _outputs(options, expand_rank, meta, start_folder: pathlib.Path) -> dict[str, pathlib.Path]:
+    """The output paths, from the folder nbprof started in; without -o, SCRIPT.nbprof.html beside
+    the script."""
+    page = options.output or str(pathlib.Path(options.script).parent /
+                                 f"{pathlib.Path(options.script).name}.nbprof.html")
+    paths = {"-o": start_folder / expand_rank(page, meta)}
     if options.trace:
-        paths["--trace"] = pathlib.Path(expand_rank(options.trace, meta))
+        paths["--trace"] = start_folder / expand_rank(options.trace, meta)
     return paths
 
 
-def _profile_script(profile, script: pathlib.Path, script_args: list[str]):
+def _compile_error(script: pathlib.Path) -> BaseException | None:
+    """The error `python SCRIPT` stops at before running a line (a syntax error, null bytes, a
+    bad encoding), or None. A zip's code is left to runpy."""
+    source = script / "__main__.py" if script.is_dir() else script
+    if zipfile.is_zipfile(source):
+        return None
+    try:
+        code = source.read_bytes()  # bytes: compile honours a coding: line, as Python does
+        compile(code, str(source), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError) as error:  # UnicodeDecodeError: a ValueError;
+        # RecursionError: nesting too deep to compile
+        if isinstance(error, SyntaxError) and error.filename is None:
+            print(f'  File "{source}"', file=sys.stderr)
+        return error
+    return None
+
+
+def _profile_script(profile, script: pathlib.Path, script_args: list[str],
+                    start_folder: pathlib.Path):
     """Run the script under the profiler: (the exit status `python SCRIPT` would have, the trace,
-    whether Ctrl-C ended it)."""
+    whether Ctrl-C or a stopping signal ended it)."""
     # The profile's own warnings ("nbprof: torch.profiler ended nbprof's recording") are said once,
     # as notes after the run, not also as a RuntimeWarning pointing at this file.
     warnings.filterwarnings("ignore", message="nbprof: ", category=RuntimeWarning,
@@ -116,18 +158,22 @@ def _profile_script(profile, script: pathlib.Path, script_args: list[str]):
     prof = profile()
     try:
         with prof:
-            runpy.run_path(str(script), run_name="__main__")
+            # The absolute path, as `python SCRIPT` gives __file__ and the frames: the script may
+            # change folder.
+            runpy.run_path(str(start_folder / script), run_name="__main__")
     except SystemExit as stop:  # the script's own exit: keep its status, still write the page
         exit_code = _exit_status(stop.code)
     except Exception as error:  # the script failed: its traceback, then what ran before it
-        _print_script_traceback(error, script)
+        _print_script_traceback(error, start_folder / script)
         print("nbprof: the script raised; the page shows what ran before it", file=sys.stderr,
               flush=True)
         exit_code = 1
-    except KeyboardInterrupt:  # Ctrl-C ends a long run early: the page still shows what ran
+    except KeyboardInterrupt:  # Ctrl-C (or SIGTERM) ends a long run: the page shows what ran
         exit_code, interrupted = _SIGINT_STATUS, True
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
+        with contextlib.suppress(OSError):  # for a caller in this process (the script is done)
+            os.chdir(start_folder)
     return exit_code, prof.trace, interrupted
 
 

@@ -16,6 +16,8 @@ pyarrow is imported here only, when first used: the model stays numpy-only.
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections.abc import Mapping
 
@@ -25,16 +27,20 @@ import orjson
 
 from .atomic import write_with
 from .chrome.export import json_default
-from ..model import CounterSeries, Instants, Thread, Trace
+from .chrome.rawfile import TraceFormatError, TraceNotFoundError
+from ..model import CounterSeries, Instants, MemoryEvents, Thread, Trace
 
 FORMAT = "nbprof-columnar-1"
 ROW_GROUP = 1 << 20
 METADATA_KEY = b"nbprof"
+MEMORY_KEY = b"nbprof.memory"
 
 _CPU_COLUMNS = {"thread": np.int32, "category": np.uint8, "depth": np.int16, "parent": np.int32,
                 "self_ns": np.int64}
 _GPU_COLUMNS = {"device": ("gpu_device", np.int16), "stream": ("gpu_stream", np.int32),
-                "launch": ("gpu_launch", np.int32), "gpu_kind": ("gpu_kind", np.uint8)}
+                "launch": ("gpu_launch", np.int32), "gpu_kind": ("gpu_kind", np.uint8),
+                "call": ("gpu_call", np.int32)}
+_LATER_COLUMNS = {"call"}  # absent from files written before them: read as NO_ID
 
 
 def require(module: str):
@@ -48,8 +54,9 @@ def require(module: str):
                           "pip install 'nbprof[columnar]'") from error
 
 
-class ColumnarFormatError(ValueError):
-    """A Parquet file that is not one of nbprof's (or is damaged)."""
+class ColumnarFormatError(TraceFormatError):
+    """A Parquet file that is not one of nbprof's (or is damaged): nbprof.load's one error
+    type, as for a JSON trace."""
 
 
 # -- JSON that keeps tuples and int keys ------------------------------------------------------------
@@ -230,7 +237,35 @@ def to_arrow(trace: Trace):
                             "time_ns": c.time_ns.tolist(), "values": c.values.tolist()}
                            for c in trace.counters]}
     table = pa.table(columns)
-    return table.replace_schema_metadata({METADATA_KEY: dumps(header).encode("utf-8")})
+    metadata = {METADATA_KEY: dumps(header).encode("utf-8")}
+    if len(trace.memory):
+        metadata[MEMORY_KEY] = _memory_bytes(trace.memory)
+    return table.replace_schema_metadata(metadata)
+
+
+def _memory_bytes(memory: MemoryEvents) -> bytes:
+    """The memory columns as a compressed .npz (base64: metadata values are text to some
+    readers). They can be millions of rows, too many for the JSON header, and are not rows of
+    the events table (a dataset of ranks would count them as events)."""
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{name: getattr(memory, name)
+                                   for name in MemoryEvents.__dataclass_fields__})
+    return base64.b64encode(buffer.getvalue())
+
+
+def _memory(path, metadata: dict) -> MemoryEvents:
+    packed = metadata.get(MEMORY_KEY)
+    if packed is None:
+        return MemoryEvents.empty()
+    try:
+        with np.load(io.BytesIO(base64.b64decode(packed, validate=True)),
+                     allow_pickle=False) as columns:
+            # build casts each column to its type; the rows are already in time order
+            return MemoryEvents.build(**{name: columns[name]
+                                         for name in MemoryEvents.__dataclass_fields__})
+    except (ValueError, KeyError, OSError, TypeError) as error:
+        raise ColumnarFormatError(f"{path}: its memory events are damaged ({error}); write "
+                                  "the file again with trace.to_parquet(path)") from error
 
 
 def write_parquet(trace: Trace, path, compression: str = "zstd") -> str:
@@ -241,7 +276,7 @@ def write_parquet(trace: Trace, path, compression: str = "zstd") -> str:
     write_with(path, lambda temporary: pq.write_table(
         table, temporary, row_group_size=ROW_GROUP, compression=compression,
         use_dictionary=["name", "rank", "gpu", "thread", "category", "device", "stream",
-                        "gpu_kind"]))
+                        "gpu_kind"]), "the Parquet file")
     return str(path)
 
 
@@ -253,16 +288,101 @@ def read_header(path) -> dict:
 
     try:
         metadata = pq.read_schema(path).metadata or {}
+    except FileNotFoundError:
+        raise TraceNotFoundError(f"{path}: no such file; check the path") from None
     except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
         raise ColumnarFormatError(f"{path}: not a readable Parquet file ({error})") from error
     if METADATA_KEY not in metadata:
         raise ColumnarFormatError(f"{path}: a Parquet file, but not one nbprof wrote (no "
                                   "'nbprof' metadata); write it with trace.to_parquet(path)")
-    header = loads(metadata[METADATA_KEY].decode("utf-8"))
+    try:
+        header = loads(metadata[METADATA_KEY].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:  # JSONDecodeError
+        raise ColumnarFormatError(f"{path}: its nbprof metadata is not JSON ({error}); the "
+                                  f"file is damaged: write it again with trace.to_parquet"
+                                  ) from None
+    if not isinstance(header, dict):
+        raise ColumnarFormatError(f"{path}: its nbprof metadata is damaged (not an object); "
+                                  f"write it again with trace.to_parquet")
     if header.get("format") != FORMAT:
-        raise ColumnarFormatError(f"{path}: nbprof columnar format {header.get('format')!r}, "
-                                  f"this nbprof reads {FORMAT!r}")
+        raise ColumnarFormatError(f"{path}: nbprof columnar format "
+                                  f"{str(header.get('format'))[:40]!r}, this nbprof reads "
+                                  f"{FORMAT!r}")
+    problem = _header_problem(header)
+    if problem:
+        raise ColumnarFormatError(f"{path}: its nbprof metadata is damaged ({problem}); write "
+                                  f"it again with trace.to_parquet")
     return header
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ints(values) -> bool:
+    return isinstance(values, list) and all(map(_is_int, values))
+
+
+def _strings(values) -> bool:
+    return isinstance(values, list) and all(isinstance(value, str) for value in values)
+
+
+def _header_problem(header: dict) -> str | None:
+    """What is wrong with a file's nbprof metadata, or None: every field read_parquet uses is
+    checked for its type, as the JSON loader checks nbprof's block (the columns' indices into
+    these tables are checked once the columns are read)."""
+    for key in ("events", "gpu_intervals"):
+        if not (_is_int(header.get(key)) and header[key] >= 0):
+            return f"{key!r} is not a count"
+    if not _strings(header.get("names")):
+        return "'names' is not a list of strings"
+    threads = header.get("threads")
+    if not (isinstance(threads, list) and all(
+            isinstance(t, (list, tuple)) and len(t) == 3 and _is_int(t[0]) and _is_int(t[1])
+            and isinstance(t[2], str) for t in threads)):
+        return "'threads' is not a list of [pid, tid, name]"
+    categories = header.get("categories")
+    if not (isinstance(categories, list) and len(categories) <= 256 and all(
+            category is None or isinstance(category, str) for category in categories)):
+        return "'categories' is not a list of at most 256 strings (or nulls: no category)"
+    meta = header.get("meta")
+    if not isinstance(meta, dict):
+        return "'meta' is not an object"
+    if not (isinstance(meta.get("notes", []), list) and
+            isinstance(meta.get("device_names", {}), dict)):
+        return "'meta' has notes that are not a list, or device names that are not an object"
+    instants = header.get("instants")
+    if instants and not (isinstance(instants, dict) and _ints(instants.get("time_ns"))
+                         and _strings(instants.get("name")) and _ints(instants.get("thread"))
+                         and len(instants["time_ns"]) == len(instants["name"])
+                         == len(instants["thread"])):
+        return "'instants' is not three lists of one length (time_ns, name, thread)"
+    counters = header.get("counters", [])
+    if not (isinstance(counters, list) and all(
+            isinstance(c, dict) and isinstance(c.get("name"), str)
+            and isinstance(c.get("series"), str) and _is_int(c.get("pid"))
+            and _ints(c.get("time_ns")) and isinstance(c.get("values"), list)
+            and all(isinstance(v, (int, float)) for v in c["values"])
+            and len(c["time_ns"]) == len(c["values"]) for c in counters)):
+        return "'counters' is not a list of series (name, series, pid, time_ns, values)"
+    return None
+
+
+def _index_problem(header: dict, cpu: dict, gpu: dict, name_id: np.ndarray,
+                   instants) -> str | None:
+    """Which column points outside the metadata's tables (a shortened name table), or None."""
+    n = header["events"]
+    for what, values, low, high in (
+            ("a name index", name_id, 0, len(header["names"])),
+            ("a thread index", cpu["thread"], 0, len(header["threads"])),
+            ("a category index", cpu["category"], 0, len(header["categories"])),
+            ("a parent", cpu["parent"], -1, n), ("a depth", cpu["depth"], 0, n),
+            ("a kernel's launching event", gpu["gpu_launch"], -1, n),
+            ("a kernel's runtime call", gpu.get("gpu_call", np.empty(0, np.int32)), -1, n),
+            ("an instant's thread", instants.thread, -1, len(header["threads"]))):
+        if len(values) and (int(values.min()) < low or int(values.max()) >= high):
+            return f"{what} lies outside its table (or is not set)"
+    return None
 
 
 def _numpy(column, lo: int, hi: int, dtype) -> np.ndarray:
@@ -282,22 +402,38 @@ def read_parquet(path) -> Trace:
 
     header = read_header(path)
     n, k = int(header["events"]), int(header["gpu_intervals"])
-    table = pq.read_table(path, columns=["start_ns", "end_ns", "name_id", *_CPU_COLUMNS,
-                                         *_GPU_COLUMNS, "args", "shapes", "stack"])
-    if table.num_rows != n + k:
-        raise ColumnarFormatError(f"{path}: {table.num_rows} rows, the metadata says {n + k}")
-    col = table.column
-    cpu = {name: _numpy(col(name), 0, n, dtype) for name, dtype in _CPU_COLUMNS.items()}
-    gpu = {attribute: _numpy(col(name), n, n + k, dtype)
-           for name, (attribute, dtype) in _GPU_COLUMNS.items()}
+    try:
+        present = set(pq.read_schema(path).names)
+        gpu_columns = {name: column for name, column in _GPU_COLUMNS.items()
+                       if name in present or name not in _LATER_COLUMNS}
+        table = pq.read_table(path, columns=["start_ns", "end_ns", "name_id", *_CPU_COLUMNS,
+                                             *gpu_columns, "args", "shapes", "stack"])
+        if table.num_rows != n + k:
+            raise ColumnarFormatError(f"{path}: {table.num_rows} rows, the metadata says "
+                                      f"{n + k}; the file is damaged: write it again")
+        col = table.column
+        cpu = {name: _numpy(col(name), 0, n, dtype) for name, dtype in _CPU_COLUMNS.items()}
+        gpu = {attribute: _numpy(col(name), n, n + k, dtype)
+               for name, (attribute, dtype) in gpu_columns.items()}
+        name_id = _numpy(col("name_id"), 0, n + k, np.int32)
+    except (OSError, ValueError, KeyError, TypeError) as error:  # ArrowInvalid: a ValueError
+        if isinstance(error, ColumnarFormatError):
+            raise
+        raise ColumnarFormatError(f"{path}: its columns cannot be read ({error}); the file is "
+                                  f"damaged: write it again with trace.to_parquet") from None
+    instants = _instants(header.get("instants"))
+    problem = _index_problem(header, cpu, gpu, name_id, instants)
+    if problem:
+        raise ColumnarFormatError(f"{path}: {problem}; the file is damaged: write it again "
+                                  f"with trace.to_parquet")
     meta = header["meta"]
     return Trace(
         start_ns=_numpy(col("start_ns"), 0, n, np.int64),
         end_ns=_numpy(col("end_ns"), 0, n, np.int64),
-        name_id=_numpy(col("name_id"), 0, n, np.int32), **cpu,
+        name_id=name_id[:n], **cpu,
         gpu_start_ns=_numpy(col("start_ns"), n, n + k, np.int64),
         gpu_end_ns=_numpy(col("end_ns"), n, n + k, np.int64),
-        gpu_name_id=_numpy(col("name_id"), n, n + k, np.int32), **gpu,
+        gpu_name_id=name_id[n:], **gpu,
         names=header["names"], threads=[Thread(*thread) for thread in header["threads"]],
         categories=header["categories"], meta=meta,
         # msgspec, not orjson: orjson reads an int past 64 bits as a float
@@ -305,7 +441,8 @@ def read_parquet(path) -> Trace:
         gpu_args=_sparse(col("args"), n, n + k, msgspec.json.decode),
         shapes=_sparse(col("shapes"), 0, n, loads),
         stacks=_sparse(col("stack"), 0, n, tuple),
-        instants=_instants(header.get("instants")),
+        instants=instants,
+        memory=_memory(path, pq.read_schema(path).metadata or {}),
         counters=[CounterSeries(c["name"], c["series"], c["pid"], np.asarray(c["time_ns"], np.int64),
                                 np.asarray(c["values"], np.float64))
                   for c in header.get("counters", ())])

@@ -12,6 +12,7 @@ the package and its users write:
 - :mod:`nbprof.model.event_types`: Interval, Thread, Kernel, FunctionEvent, the GPU kinds, NO_ID,
   Instants, CounterSeries;
 - :mod:`nbprof.model.trace`: Trace, its EventList and KernelList views, split_stream_key;
+- :mod:`nbprof.model.memory`: MemoryEvents (allocations and frees as columns), device names;
 - :mod:`nbprof.model.nesting` (depth and parent of each row), :mod:`nbprof.model.intervals` (unions, overlaps).
 
 It imports nothing of nbprof's above it. The one reach upward is the Trace's convenience methods
@@ -21,10 +22,12 @@ It imports nothing of nbprof's above it. The one reach upward is the Trace's con
 from .event_types import (CUDA_INIT_NAME, GPU_KINDS, KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, KIND_OTHER,
                           KIND_SYNC, NO_ID, CounterSeries, FunctionEvent, Instants, Interval,
                           Kernel, Thread)
+from .memory import CPU_DEVICE, MemoryEvents, device_code, device_name
 from .trace import EventList, KernelList, Trace, split_stream_key
 
 __all__ = [
     "CUDA_INIT_NAME", "GPU_KINDS", "KIND_KERNEL", "KIND_MEMCPY", "KIND_MEMSET", "KIND_OP", "KIND_OTHER", "KIND_SYNC",
     "NO_ID", "CounterSeries", "EventList", "FunctionEvent", "Instants", "Interval", "Kernel",
-    "KernelList", "Thread", "Trace", "split_stream_key",
+    "KernelList", "Thread", "Trace", "split_stream_key", "CPU_DEVICE", "MemoryEvents",
+    "device_code", "device_name",
 ]

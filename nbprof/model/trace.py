@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .event_types import GPU_KINDS, NO_ID, FunctionEvent, Instants, Interval, Kernel, Thread
+from .memory import MemoryEvents, attributed
 
 
 def split_stream_key(key) -> tuple[int, int]:
@@ -42,23 +43,28 @@ class Trace:
       NO_ID at the top), ``self_ns`` (int64).
     GPU columns (one row per GPU interval, in start order): ``gpu_start_ns``, ``gpu_end_ns``
       (int64), ``gpu_name_id`` (int32, into ``names``), ``gpu_device`` (int16), ``gpu_stream``
-      (int32), ``gpu_launch`` (int32, an event id or NO_ID), ``gpu_kind`` (uint8, into GPU_KINDS).
+      (int32), ``gpu_launch`` (int32, an event id or NO_ID), ``gpu_kind`` (uint8, into GPU_KINDS),
+      ``gpu_call`` (int32: the runtime/driver call that launched it, cudaLaunchKernel and the like,
+      inside the ``gpu_launch`` op; NO_ID where the source does not say, as recorders don't).
     Sparse extras, keyed by row: ``event_args``, ``gpu_args`` (dicts), ``shapes``, ``stacks``.
     Beside the slices: ``instants`` (markers, :class:`Instants`) and ``counters`` (a list of
-    :class:`CounterSeries`), empty unless a loaded file had them.
+    :class:`CounterSeries`), empty unless a loaded file had them; ``memory``
+    (:class:`MemoryEvents`: every allocation and free, with its op), empty unless memory was
+    recorded.
     """
 
     __slots__ = (
         "start_ns", "end_ns", "thread", "name_id", "category", "depth", "parent", "self_ns",
         "gpu_start_ns", "gpu_end_ns", "gpu_name_id", "gpu_device", "gpu_stream", "gpu_launch",
-        "gpu_kind", "names", "threads", "categories", "meta", "event_args", "gpu_args", "shapes",
-        "stacks", "instants", "counters", "_kernels_by_launch",
+        "gpu_kind", "gpu_call", "names", "threads", "categories", "meta", "event_args", "gpu_args",
+        "shapes", "stacks", "instants", "counters", "memory", "_kernels_by_launch",
     )
 
     def __init__(self, *, start_ns, end_ns, thread, name_id, category, depth, parent, self_ns,
                  gpu_start_ns, gpu_end_ns, gpu_name_id, gpu_device, gpu_stream, gpu_launch,
                  gpu_kind, names, threads, categories=("op",), meta=None, event_args=None,
-                 gpu_args=None, shapes=None, stacks=None, instants=None, counters=()):
+                 gpu_args=None, shapes=None, stacks=None, instants=None, counters=(), memory=None,
+                 gpu_call=None):
         self.start_ns = _column(start_ns, np.int64)
         self.end_ns = _column(end_ns, np.int64)
         self.thread = _column(thread, np.int32)
@@ -74,6 +80,8 @@ class Trace:
         self.gpu_stream = _column(gpu_stream, np.int32)
         self.gpu_launch = _column(gpu_launch, np.int32)
         self.gpu_kind = _column(gpu_kind, np.uint8)
+        self.gpu_call = np.full(len(self.gpu_start_ns), NO_ID, np.int32) if gpu_call is None \
+            else _column(gpu_call, np.int32)
         self.names = list(names)
         self.threads = [Thread(*t) for t in threads]
         self.categories = list(categories)
@@ -84,6 +92,7 @@ class Trace:
         self.stacks = stacks or {}
         self.instants = instants if instants is not None else Instants.empty()
         self.counters = list(counters)
+        self.memory = memory if memory is not None else MemoryEvents.empty()
         self._kernels_by_launch = None
         self._check()
 
@@ -93,7 +102,7 @@ class Trace:
             if len(getattr(self, column)) != n:
                 raise ValueError(f"event column {column} has {len(getattr(self, column))} rows, not {n}")
         for column in ("gpu_end_ns", "gpu_name_id", "gpu_device", "gpu_stream", "gpu_launch",
-                       "gpu_kind"):
+                       "gpu_kind", "gpu_call"):
             if len(getattr(self, column)) != k:
                 raise ValueError(f"GPU column {column} has {len(getattr(self, column))} rows, not {k}")
 
@@ -104,9 +113,10 @@ class Trace:
               categories=("op",), gpu_start_ns=(), gpu_end_ns=(), gpu_name_id=(), gpu_device=(),
               gpu_stream=(), gpu_launch=(), gpu_kind=(), meta=None, event_args=None,
               gpu_args=None, shapes=None, stacks=None, instants=None,
-              counters=()) -> "Trace":
+              counters=(), memory=None, gpu_call=None) -> "Trace":
         """A Trace from unsorted columns: sorts events (and GPU intervals) by start, remaps the
-        launch ids and the sparse extras to the new order, and computes nesting and self time."""
+        launch ids and the sparse extras to the new order, and computes nesting and self time;
+        ``memory`` (:class:`MemoryEvents`) gets each event's op found in the sorted events."""
         from .nesting import nest
 
         start_ns = _column(start_ns, np.int64)
@@ -123,16 +133,20 @@ class Trace:
 
         gpu_start_ns = _column(gpu_start_ns, np.int64)
         gpu_order = np.lexsort((_column(gpu_end_ns, np.int64), gpu_start_ns))
-        gpu_launch = _column(gpu_launch, np.int32)
-        launch = np.where(gpu_launch >= 0, new_id[np.clip(gpu_launch, 0, max(n - 1, 0))] if n else NO_ID,
-                          NO_ID).astype(np.int32)
+        def new_ids(ids):  # event ids in the new order, NO_ID stays
+            ids = _column(ids, np.int32)
+            return np.where(ids >= 0, new_id[np.clip(ids, 0, max(n - 1, 0))] if n else NO_ID,
+                            NO_ID).astype(np.int32)
+
+        launch = new_ids(gpu_launch)
+        call = None if gpu_call is None else new_ids(gpu_call)[gpu_order]
         new_gpu_row = np.empty(len(gpu_order), np.int64)
         new_gpu_row[gpu_order] = np.arange(len(gpu_order))
 
         def remap(sparse, new_rows):
             return {int(new_rows[row]): value for row, value in (sparse or {}).items()}
 
-        return cls(
+        trace = cls(
             start_ns=start_ns, end_ns=end_ns, thread=thread,
             name_id=_column(name_id, np.int32)[order], category=category[order],
             depth=depth, parent=parent, self_ns=self_ns,
@@ -145,8 +159,11 @@ class Trace:
             names=names, threads=threads, categories=categories, meta=meta,
             event_args=remap(event_args, new_id), gpu_args=remap(gpu_args, new_gpu_row),
             shapes=remap(shapes, new_id), stacks=remap(stacks, new_id),
-            instants=instants, counters=counters,
+            instants=instants, counters=counters, gpu_call=call,
         )
+        if memory is not None:
+            trace.memory = attributed(memory, trace)
+        return trace
 
     @classmethod
     def empty(cls, meta=None) -> "Trace":
@@ -278,6 +295,26 @@ class Trace:
         from ..analysis.findings import findings
 
         return findings(self)
+
+    def memory_summary(self, by: str = "op", limit: int | None = 20):
+        """Per op name (``by="call_path"``: per call path): allocations, bytes allocated, freed,
+        net and the largest allocation (see nbprof/analysis/memory.py)."""
+        from ..analysis.memory import memory_summary
+
+        return memory_summary(self, by=by, limit=limit)
+
+    def memory_peak(self):
+        """Per device ("CPU", "cuda:0"): the peak level, when, and the op running then."""
+        from ..analysis.memory import memory_peak
+
+        return memory_peak(self)
+
+    def memory_holders(self, device=None, limit: int | None = 20):
+        """What held memory at ``device``'s peak (the device with the highest peak by default):
+        the allocations alive then, per op and call path that made them."""
+        from ..analysis.memory import memory_holders
+
+        return memory_holders(self, device=device, limit=limit)
 
     def export_chrome_trace(self, path) -> str:
         from ..formats.chrome import export_chrome_trace

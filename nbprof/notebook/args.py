@@ -75,6 +75,9 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("-h", "--help", action="store_true", help="show this help; the cell does not run")
     parser.add_argument("-o", dest="variable", metavar="VAR", type=_identifier,
                         help="store the Trace in the variable VAR of the notebook")
+    parser.add_argument("--force", action="store_true",
+                        help="let -o VAR replace a Python builtin (print, len) or an imported "
+                             "module (torch) in the notebook")
     parser.add_argument("--export", metavar="PATH", type=_chrome_path,
                         help="also write a Chrome trace (.json or .json.gz) for Perfetto")
     parser.add_argument("--cpu-only", action="store_true", help="record CPU times only, even on a GPU")
@@ -83,7 +86,11 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-kernels", dest="kernels", action="store_const", const=False,
                         help="on a GPU, CUDA events only (no CUPTI: the least overhead)")
     parser.add_argument("--record-shapes", action="store_true", help="record the input shapes of each op")
+    parser.add_argument("--recorder", choices=("auto", "native", "torch"), default="auto",
+                        help="what records: nbprof's native observer where it builds (auto), only it, or torch's profiler")
     parser.add_argument("--with-stack", action="store_true", help="record the Python stack of each op")
+    parser.add_argument("--memory", action="store_true",
+                        help="record every allocation and free (a memory lane per device)")
     parser.add_argument("--warmup", metavar="N", type=_non_negative_int, default=0,
                         help="run the cell N times unprofiled first")
     parser.add_argument("--repeat", metavar="N", type=_positive_int, default=1,
@@ -98,6 +105,20 @@ def argument_parser() -> argparse.ArgumentParser:
                         help="add a Compare tab: what changed since the Trace in VAR (re-running a "
                              "cell with -o VAR compares with VAR's previous value by itself)")
     return parser
+
+
+def shadowing(name: str, namespace: dict) -> str | None:
+    """What binding ``name`` in ``namespace`` would hide that the notebook's code still needs (a
+    builtin, an imported module), said for the error; None when nothing is."""
+    import builtins
+    import types
+
+    value = namespace.get(name)
+    if isinstance(value, types.ModuleType):
+        return f"{name} is the module {value.__name__}, imported in this notebook"
+    if name not in namespace and hasattr(builtins, name):
+        return f"{name} is a Python builtin"
+    return None
 
 
 def parse_options(line: str) -> argparse.Namespace:

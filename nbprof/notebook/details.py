@@ -290,4 +290,24 @@ def range_summary_html(trace: Trace, summary) -> str:
             f"<thead><tr><th style='text-align:left'>{title}: {side.names:,} names</th>"
             f"<th style='{NUMBER}'>Count</th>"
             f"<th style='{NUMBER}'>Time inside</th></tr></thead><tbody>{rows}</tbody></table>{more}")
+    if len(trace.memory):
+        parts.append(_memory_in_range_html(trace, summary.start_ns, summary.end_ns))
     return "".join(parts)
+
+
+def _memory_in_range_html(trace: Trace, start_ns: int, end_ns: int) -> str:
+    """Bytes allocated, freed and net per op name inside the area (memory.py)."""
+    from ..analysis.memory import format_bytes, memory_in_range
+
+    found = memory_in_range(trace, start_ns, end_ns)
+    if not found:
+        return "<div><i>no memory events in this range</i></div>"
+    rows = "".join(
+        f"<tr><td style='text-align:left'><code>{html_text(printable(row['op']))}</code></td>"
+        + "".join(f"<td style='{NUMBER}'>{html_text(format_bytes(row[key]))}</td>"
+                  for key in ("allocated_bytes", "freed_bytes", "net_bytes")) + "</tr>"
+        for row in found)
+    return (f"<table class='nbprof-range-memory' style='border-collapse:collapse'><thead><tr>"
+            f"<th style='text-align:left'>Memory: op</th><th style='{NUMBER}'>Allocated</th>"
+            f"<th style='{NUMBER}'>Freed</th><th style='{NUMBER}'>Net</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>")

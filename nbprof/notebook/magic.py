@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .args import CudaprofUsageError, help_text, parse_options, split_line_magic
+from .args import CudaprofUsageError, help_text, parse_options, shadowing, split_line_magic
 
 # Warnings issued from the profiler's own code (torch's profilers, nbprof's recorders) are noise to
 # the user; warnings the cell's code triggers are attributed to the cell and still show.
@@ -82,6 +82,11 @@ def _prepare(shell, line: str, cell: str):
         if name in shell.user_ns_hidden:  # In, Out, get_ipython, exit...: IPython's own names
             raise UsageError(f"%%cudaprof {flag} {name}: {name} is one of IPython's own names; "
                              "choose another variable name")
+    hidden = options.variable and not options.force and shadowing(options.variable, shell.user_ns)
+    if hidden:  # -o print, -o torch: the trace would replace what the rest of the notebook calls
+        raise UsageError(f"%%cudaprof -o {options.variable}: {hidden}; storing the Trace there "
+                         "would replace it for the rest of the notebook. Choose another variable "
+                         "name (or add --force); the cell did not run.")
     if options.compare:  # checked before the cell runs, so a typo costs no profile
         _trace_to_compare(shell, options.compare)
     if options.export:
@@ -177,7 +182,8 @@ async def profile_cell(shell, runner: CellRunner, options) -> None:
                   "profiled):", file=sys.stderr)
             raise
     session = profile(cuda=False if options.cpu_only else None, kernels=options.kernels,
-                      record_shapes=options.record_shapes, with_stack=options.with_stack)
+                      record_shapes=options.record_shapes, with_stack=options.with_stack,
+                      recorder=options.recorder, memory=options.memory)
     runs = _Runs(options.repeat)
     # From before the start to after the stop, Ctrl-C raises only inside the cell's own code: one
     # that landed between the start and the cell's try (or the cell's end and the stop) would leave

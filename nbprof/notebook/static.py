@@ -14,11 +14,9 @@ for it in the page.
 from __future__ import annotations
 
 import uuid
-from ..timeline.html_text import html_text
-
-import orjson
 
 from ..model import Trace
+from ..timeline.html_text import html_text, json_in_html
 from .bokeh_host import bokehjs_source
 from .summary import summary_html
 
@@ -89,7 +87,7 @@ def static_bundle(timeline, *, sort_by: str, note: str | None = None,
                                                          suppress_callback_warning=True)
     item = {"target_id": None, "root_id": timeline.layout.id, "doc": next(iter(docs_json.values())),
             "version": bokeh_version}
-    item = orjson.dumps(item).decode().replace("</", "<\\/")
+    item = json_in_html(item)
     bokehjs = (f"<script type='text/javascript'>{bokehjs_source()}</script>"
                if _bokehjs_needed(_running_cell_id()) else "")
     header = f"<p><b>{html_text(note)}</b></p>" if note else ""

@@ -142,6 +142,9 @@ class TraceWidget(ipywidgets.VBox):
         from .ranks_tab import add_ranks_tab
 
         add_ranks_tab(self, panes)  # a merged job's ranks
+        from .memory_tab import add_memory_tab
+
+        add_memory_tab(self, panes)  # where memory was recorded
         self.panes = panes
         return panes
 

@@ -16,6 +16,7 @@ from ..model import Trace
 from .owners import meta_rank
 
 _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+_RANK_LIMIT = 1 << 31  # ranks are int32 in the columns, as owners.meta_rank allows
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet")
 
 
@@ -63,7 +64,8 @@ def trace_paths(sources) -> list[pathlib.Path]:
             if not found:
                 raise FileNotFoundError(f"{source}: no .json, .json.gz or .parquet trace in it")
             paths += found
-        elif any(c in str(source) for c in "*?["):
+        elif not source.exists() and any(c in str(source) for c in "*?["):  # a file's own
+            # name may hold "[" or "*": a path that exists is taken as it is, never as a pattern
             found = sorted(pathlib.Path(source.anchor or ".").glob(
                 str(source.relative_to(source.anchor)) if source.anchor else str(source)))
             if not found:
@@ -91,4 +93,9 @@ def rank_of(trace: Trace, path, position: int) -> int:
     if rank >= 0:
         return rank
     found = _RANK_IN_NAME.search(pathlib.Path(str(path)).name)
-    return int(found.group(1)) if found else position
+    if not found:
+        return position
+    if int(found.group(1)) >= _RANK_LIMIT:
+        raise ValueError(f"{path}: {found.group(1)} after \"rank\" in its name is too large for a "
+                         f"rank (at most {_RANK_LIMIT - 1}); rename the file rankN")
+    return int(found.group(1))

@@ -35,7 +35,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
     threads, thread_rank, gpu_devices, device_names = [], [], [], {}
     columns = {key: [] for key in ("start", "end", "thread", "name", "cat", "depth", "parent",
                                    "self", "gstart", "gend", "gname", "gdev", "gstream", "glaunch",
-                                   "gkind")}
+                                   "gkind", "gcall")}
     sparse = {"event_args": [], "shapes": [], "stacks": [], "gpu_args": []}  # (rows, row base)
     notes, rank_meta, segments, async_threads = [], [], [], []
     event_base = gpu_base = 0
@@ -49,9 +49,10 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         thread_rank += [rank] * len(trace.threads)
         async_threads += (np.flatnonzero(trace.async_thread_mask()) + thread_base).tolist()
         own = np.unique(trace.gpu_device)
-        device_map = np.zeros(int(own.max(initial=0)) + 1, np.int16)
+        lowest = int(own.min(initial=0))  # a file may number a device -3: offset, not wrapped
+        device_map = np.zeros(int(own.max(initial=0)) - lowest + 1, np.int16)
         for device in own.tolist():
-            device_map[device] = len(gpu_devices)
+            device_map[device - lowest] = len(gpu_devices)
             gpu_devices.append([len(gpu_devices), rank, device])
             name = (trace.meta.get("device_names") or {}).get(device)
             if name is not None:
@@ -71,9 +72,10 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         columns["gstart"].append(trace.gpu_start_ns)
         columns["gend"].append(trace.gpu_end_ns)
         columns["gname"].append(name_map[trace.gpu_name_id])
-        columns["gdev"].append(device_map[trace.gpu_device])
+        columns["gdev"].append(device_map[trace.gpu_device.astype(np.int64) - lowest])
         columns["gstream"].append(trace.gpu_stream)
         columns["glaunch"].append(trace.gpu_launch)
+        columns["gcall"].append(trace.gpu_call)
         columns["gkind"].append(trace.gpu_kind)
         for extra, base in (("event_args", event_base), ("shapes", event_base),
                             ("stacks", event_base), ("gpu_args", gpu_base)):
@@ -106,7 +108,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
 def _shifted(c: dict, segments: list) -> None:
     """Each rank's rows of the concatenated columns put on the merged clock, threads and ids
     (NO_ID stays), in place."""
-    parent, launch = c["parent"].astype(np.int64), c["glaunch"].astype(np.int64)
+    parent, launch, call = (c[key].astype(np.int64) for key in ("parent", "glaunch", "gcall"))
     lo = glo = 0
     for rows, gpu_rows, offset, thread_base, event_base in segments:
         hi, ghi = lo + rows, glo + gpu_rows
@@ -117,10 +119,11 @@ def _shifted(c: dict, segments: list) -> None:
         c["thread"][lo:hi] += thread_base
         part = parent[lo:hi]
         part[part >= 0] += event_base
-        part = launch[glo:ghi]
-        part[part >= 0] += event_base
+        for ids in (launch, call):
+            part = ids[glo:ghi]
+            part[part >= 0] += event_base
         lo, glo = hi, ghi
-    c["parent"], c["glaunch"] = parent, launch
+    c["parent"], c["glaunch"], c["gcall"] = parent, launch, call
 
 
 def _sorted_trace(c: dict, **tables) -> Trace:
@@ -152,7 +155,8 @@ def _sorted_trace(c: dict, **tables) -> Trace:
         gpu_start_ns=c["gstart"][gpu_order], gpu_end_ns=c["gend"][gpu_order],
         gpu_name_id=c["gname"][gpu_order], gpu_device=c["gdev"][gpu_order],
         gpu_stream=c["gstream"][gpu_order], gpu_launch=remap_ids(c["glaunch"])[gpu_order],
-        gpu_kind=c["gkind"][gpu_order], names=tables["names"], threads=tables["threads"],
+        gpu_kind=c["gkind"][gpu_order], gpu_call=remap_ids(c["gcall"])[gpu_order],
+        names=tables["names"], threads=tables["threads"],
         categories=tables["categories"],
         event_args=combine_sparse(tables["event_args"], new_id),
         shapes=combine_sparse(tables["shapes"], new_id),

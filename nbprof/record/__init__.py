@@ -6,6 +6,9 @@ with :mod:`.match_events` (legacy ops to Kineto's), :mod:`.own_cuda_calls` (the 
 calls, left out of the view), :mod:`.gpu_clock` (anchors and drift) and :mod:`.overhead` (what
 profiling cost). Imports the model (and :mod:`nbprof.ranks` for a rank's identity under torchrun).
 
+- :mod:`.native`: nbprof's own RecordFunction observer (C++, built on first use into a keyed cache):
+  every thread's ops on the CPU at under half Kineto's cost, read back as numpy columns; the CPU
+  recorder wherever it builds (``recorder="auto"``), torch's path otherwise.
 - :mod:`.kineto_cpu`: Kineto with every thread recorded (and CUPTI's kernels where asked).
 - :mod:`.cuda_events`: on a GPU, Kineto first and then the seed's mechanism, a CUDA event pair per
   op (legacy profiler, ``ProfilerState.CUDA``), anchored on the devices in use; stopped in reverse.

@@ -35,6 +35,29 @@ def _per_range_ns() -> float:
     return (thread_time_ns() - start) / RANGES_PER_ROUND
 
 
+def _per_allocation_ns() -> float:
+    storage = torch.UntypedStorage  # an allocation and a free through c10's CPU allocator, no op
+    start = thread_time_ns()
+    for _ in range(RANGES_PER_ROUND):
+        storage(64)
+    return (thread_time_ns() - start) / RANGES_PER_ROUND
+
+
+def per_memory_event_ns(pause) -> float:
+    """With memory recorded now: what each allocation or free costs more, from rounds with the
+    reports paused (``pause(True)``) and not. The calibration's own events are nbprof's: the
+    profiler leaves out the events of this thread in its window."""
+    differences = []
+    for _ in range(ROUNDS):
+        pause(True)
+        try:
+            off = _per_allocation_ns()
+        finally:
+            pause(False)
+        differences.append((_per_allocation_ns() - off) / 2)  # an allocation and its free
+    return max(statistics.median(differences), 0.0)
+
+
 def per_op_overhead_ns() -> float:
     """With the profilers on now: what each op costs more than it would without them."""
     differences = []

@@ -8,12 +8,21 @@ of the work. ``share`` applies it to the ops the block's own thread ran, over th
 from __future__ import annotations
 
 
-def overhead_meta(per_op_ns: float, op_count: int, block_ns: int) -> dict:
-    """``trace.meta["overhead"]``: per-op cost in ns and the share of the block it amounts to."""
+def overhead_meta(per_op_ns: float, op_count: int, block_ns: int,
+                  per_memory_event_ns: float | None = None, memory_events: int = 0) -> dict:
+    """``trace.meta["overhead"]``: per-op cost in ns and the share of the block it amounts to;
+    where memory was recorded, each allocation's or free's cost too, in the same share."""
     per_op_ns = max(float(per_op_ns), 0.0)
-    share = per_op_ns * op_count / block_ns if block_ns > 0 else 0.0
+    spent = per_op_ns * op_count
+    extra = {}
+    if per_memory_event_ns is not None:
+        per_memory_event_ns = max(float(per_memory_event_ns), 0.0)
+        spent += per_memory_event_ns * memory_events
+        extra = {"per_memory_event_ns": round(per_memory_event_ns, 1),
+                 "memory_events": int(memory_events)}
+    share = spent / block_ns if block_ns > 0 else 0.0
     return {"per_op_ns": round(per_op_ns, 1), "ops": int(op_count), "block_ns": int(block_ns),
-            "share": round(min(share, 1.0), 6)}
+            "share": round(min(share, 1.0), 6), **extra}
 
 
 def describe_overhead(overhead: dict | None, of: str = "the profiled code") -> str:

@@ -21,6 +21,9 @@ from .overhead import overhead_meta
 from ..ranks import distributed_meta  # rank, world size, local rank, host under torchrun
 from . import calibrate, forks
 from .match_events import gpu_records_to_trace, is_runtime_call
+from .native.recorder import NativeRecorder, native_or_why
+from .native.memory_records import memory_of
+from .native.to_trace import native_records_to_trace
 from .cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
 from .cuda_graphs import GraphCaptures
 from .cuda_init import CudaInitTiming
@@ -58,6 +61,10 @@ NOTE_DATALOADER_WORKERS = ("A DataLoader with worker processes ran in this block
 NOTE_GRAPH_CAPTURE = ("{count} CUDA graph capture(s) in this block: the ops captured are CPU "
                       "slices without CUDA-event intervals (an event on a capturing stream cannot "
                       "be timed); each replay is a CUDAGraph::replay slice.")
+NOTE_NO_MEMORY = ("memory=True, but no memory was recorded: torch's profiler records none once all "
+                  "threads are profiled (pytorch#192290), and nbprof's native recorder, which "
+                  "records every thread's allocations, did not record this profile (CPU "
+                  "profiles without with_stack; recorder='auto' or 'native').")
 _MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not start): GPU "
                  "durations only (whole microseconds), each drawn at its op's CPU start; GPU "
@@ -80,23 +87,35 @@ class profile:  # noqa: N801  (a context manager named like torch's)
     a GPU; False records the CPU only. ``kernels`` (on a GPU): None = CUPTI's kernels, memcpys
     and memsets beside the events where this torch has CUPTI; True requires it; False: events
     only (the cheapest). ``record_shapes`` / ``with_stack`` keep each op's input
-    shapes / Python stack (``trace.shapes`` / ``trace.stacks``, keyed by event id).
+    shapes / Python stack (``trace.shapes`` / ``trace.stacks``, keyed by event id). ``memory``
+    records every allocation and free (``trace.memory``) where the recorder can; where it
+    cannot, ``trace.meta["notes"]`` says why.
 
     Not reentrant: a ``profile`` inside another raises RuntimeError and the outer keeps
     recording. An exception inside the block propagates; ``prof.trace`` then holds what was
     recorded up to it.
+
+    ``recorder``: "auto" (nbprof's native observer where it builds and can record what was
+    asked, else torch's profiler, ``meta["notes"]`` saying why), "native" (required) or "torch".
+    ``trace.meta["recorder"]`` says which recorded.
     """
 
     def __init__(self, *, cuda: bool | None = None, record_shapes: bool = False,
-                 with_stack: bool = False, kernels: bool | None = None):
+                 with_stack: bool = False, kernels: bool | None = None, recorder: str = "auto",
+                 memory: bool = False):
         if cuda not in (None, True, False):
             raise TypeError(f"cuda must be None, True or False, not {cuda!r}")
         if kernels not in (None, True, False):
             raise TypeError(f"kernels must be None, True or False, not {kernels!r}")
+        if recorder not in ("auto", "native", "torch"):
+            raise ValueError(f"recorder must be 'auto', 'native' or 'torch', not {recorder!r}")
         self.cuda = cuda
         self.kernels = kernels
+        self.recorder = recorder
         self.record_shapes = bool(record_shapes)
         self.with_stack = bool(with_stack)
+        self.memory = bool(memory)
+        self._per_memory_event_ns, self._memory_windows = None, []
         self.trace: Trace | None = None
         self._recorder = None
         self._meta: dict = {}
@@ -144,6 +163,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                     self._start_recorder()
                     recording = True
                     self._per_op_ns = calibrate.per_op_overhead_ns()
+                    self._calibrate_memory()
                     self._own_windows = [(self._starting_thread.tid, self._base_time_ns,
                                           time.time_ns())]
                     self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])
@@ -163,6 +183,15 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                         f"torch's profiler could not start: {error}. Is another profiler "
                         "(torch.profiler, on another thread) active?") from error
                 raise
+
+    def _calibrate_memory(self) -> None:
+        """Where memory is recorded: each event's cost, and the window whose events on this
+        thread are the calibration's own (left out of the trace)."""
+        self._per_memory_event_ns, self._memory_windows = None, []
+        if getattr(self._recorder, "memory", False):
+            start = time.time_ns()
+            self._per_memory_event_ns = calibrate.per_memory_event_ns(self._recorder.pause_memory)
+            self._memory_windows = [(self._starting_thread.tid, start, time.time_ns())]
 
     def _legacy_part(self):
         """The thread-local CUDA-event recorder a CUDA graph capture must pause, if any."""
@@ -217,6 +246,16 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             self._recorder.start()
 
     def _to_trace(self, raw, known_names: dict) -> Trace:
+        if isinstance(self._recorder, NativeRecorder):
+            trace = native_records_to_trace(
+                raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
+                thread_names=name_threads(set(raw.os_tids.tolist()), known_names),
+                first_tid=self._starting_thread.tid, meta=self._meta)
+            if self._recorder.memory_records is not None:
+                trace.memory = memory_of(self._recorder.memory_records, trace, self._base_time_ns,
+                                         drop_windows=self._memory_windows)
+                self._recorder.memory_records = None
+            return trace
         if isinstance(self._recorder, CudaRecorder):
             return gpu_records_to_trace(
                 raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
@@ -249,9 +288,13 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         if has_gpu and self.cuda is not False:
             meta["device_names"] = {device: torch.cuda.get_device_name(device)
                                     for device in range(torch.cuda.device_count())}
+        if has_gpu and self.cuda is not False and self.recorder == "native":
+            raise RuntimeError("recorder='native' records the CPU only so far (its CUDA events "
+                               "are not done): use recorder='auto' or cuda=False on a GPU")
         if has_gpu and self.cuda is not False and legacy and legacy_cuda_available():
             kernels = self._kernels_wanted()
             recorder = CudaRecorder(kernels=kernels, **options)
+            meta["recorder"] = "torch"
             if recorder.all_threads:  # Kineto first, then the events (CUDA_EVENTS.md)
                 meta.update(backend="cuda-events", cuda=True, all_threads=True,
                             notes=[NOTE_OP_INTERVALS, NOTE_EVENT_THREADS])
@@ -259,6 +302,14 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             meta.update(backend="cuda-events", cuda=True, all_threads=False,
                         notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL])
             return LegacyCudaRecorder(**options), meta
+        if not has_gpu or self.cuda is False:
+            native, why = self._native_or_why()
+            if native is not None:
+                meta.update(backend="native-cpu", cuda=False, all_threads=True, **native.meta(),
+                            notes=[NOTE_CPU_ONLY_ASKED if has_gpu else NOTE_CPU_ONLY_NO_GPU])
+                return native, meta
+            if why:
+                meta["native_not_used"] = why
         if has_gpu and self.cuda is not False:
             recorder = KinetoCpuRecorder(gpu_fallback=True, **options)
             meta.update(backend="kineto-gpu-fallback", cuda=True, notes=[NOTE_FALLBACK])
@@ -267,9 +318,17 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             meta.update(backend="kineto-cpu", cuda=False,
                         notes=[NOTE_CPU_ONLY_ASKED if has_gpu else NOTE_CPU_ONLY_NO_GPU])
         meta["all_threads"] = recorder.all_threads
+        meta["recorder"] = "torch"
+        if meta.get("native_not_used"):
+            meta["notes"].append(meta.pop("native_not_used"))
         if not recorder.all_threads:
             meta["notes"].append(NOTE_NO_ALL_THREADS)
         return recorder, meta
+
+    def _native_or_why(self):
+        """The native recorder for a CPU profile, or why torch's records it ("" if asked)."""
+        return native_or_why(self.recorder, with_stack=self.with_stack,
+                             record_shapes=self.record_shapes, memory=self.memory)
 
     def _kernels_wanted(self) -> bool:
         if self.kernels is False:
@@ -324,14 +383,23 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                   if "python_function" in trace.categories else np.zeros(len(trace), np.bool_))
         return int(((trace.thread == 0) & ~no_callback[trace.name_id] & ~python).sum())
 
+    def _memory_events_on_starting_thread(self, trace: Trace) -> int:
+        """Its allocations and frees: each ran the reporter the calibration priced."""
+        if not trace.threads or trace.threads[0].tid != self._starting_thread.tid:
+            return 0
+        return int((trace.memory.thread == 0).sum())
+
     def _with_findings(self, trace: Trace, taken_over: bool) -> Trace:
         """The notes and figures only the profile knows: a torch profiler inside the block,
         DataLoader worker processes, the profiler's own cost."""
         notes = trace.meta.setdefault("notes", [])
         if any(_MULTIPROCESS_LOADER in name for name in trace.names):
             notes.append(NOTE_DATALOADER_WORKERS)
-        trace.meta["overhead"] = overhead_meta(self._per_op_ns, self._ranges_on_starting_thread(
-            trace), self._block_ns)
+        trace.meta["overhead"] = overhead_meta(
+            self._per_op_ns, self._ranges_on_starting_thread(trace), self._block_ns,
+            self._per_memory_event_ns, self._memory_events_on_starting_thread(trace))
+        if self.memory and not len(trace.memory):
+            notes.append(NOTE_NO_MEMORY)
         if self._graphs.paused_captures:
             notes.append(NOTE_GRAPH_CAPTURE.format(count=self._graphs.paused_captures))
         if taken_over:

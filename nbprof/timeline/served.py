@@ -21,7 +21,7 @@ import orjson
 from bokeh.models import ColumnDataSource
 
 from ..model import Trace
-from .data import _deltas_within_rows, _detail_texts, _gaps_within_rows, lane_info, runtime_calls
+from .data import _deltas_within_rows, _gaps_within_rows, detail_texts, lane_info, runtime_calls
 from .lanes import Lanes, cpu_families, gpu_families
 from .packing import pack_columns
 from .sweep import MIN_REAL_PX, Bars, coarse_level, coarser_levels, row_columns, view_bars
@@ -36,7 +36,6 @@ class Served:
         self.trace, self.lanes, self.budget = trace, lanes, budget
         self.columns = row_columns(trace, lanes)
         self.family = np.concatenate([cpu_families(trace), gpu_families(trace)])
-        self.cpu_detail, self.gpu_detail = _detail_texts(trace)
         # per GPU interval, the op that launched it and the runtime call that did (-1: unknown)
         self.launch_op = trace.gpu_launch
         self.launch_call = runtime_calls(trace)
@@ -159,18 +158,16 @@ class Served:
         return np.where(found, cpu_local[at] + 1 if len(cpu_ids) else 0, 0)
 
     def _details(self, event_id, is_gpu, single):
-        entries, texts = [], []
-        if not (self.cpu_detail or self.gpu_detail):
-            single = single[:0]
-        for entry in np.flatnonzero(single):  # one lookup per drawn event, not per trace event
-            table = self.gpu_detail if is_gpu[entry] else self.cpu_detail
-            text = table.get(int(event_id[entry]))
-            if text:
-                entries.append(int(entry))
-                texts.append(text)
-        table = sorted(set(texts))
-        index = {text: i for i, text in enumerate(table)}
-        return table, np.asarray(entries, np.int64), np.asarray([index[t] for t in texts], np.int64)
+        """The texts of this answer's single events (the table of just those), the entries that
+        have one and each one's code into that table: formatted per answer for the few events
+        drawn as themselves, never for the whole trace."""
+        shown = np.flatnonzero(single)
+        ids, gpu = event_id[shown], is_gpu[shown]
+        details = detail_texts(self.trace, cpu_ids=np.unique(ids[~gpu]),
+                               gpu_rows=np.unique(ids[gpu]))
+        codes = details.codes(ids, gpu)
+        has = codes >= 0
+        return details.texts, shown[has], codes[has]
 
 
 def _micros(value: float) -> str:

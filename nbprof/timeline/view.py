@@ -15,6 +15,7 @@ from .html_text import html_text
 from ..model import Trace
 from .counters import extra_rows
 from .data import encode_events
+from .memory_lane import memory_strip
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, KERNEL_ROW_UNITS, LABEL_FONT, LINK_COLOR,
                       PALETTES, SELECTION_COLOR, main_plot, overview_plot, plot_height)
 from .jsfiles import timeline_code
@@ -184,11 +185,15 @@ class Timeline:
         self.plot, self.overview = plot, overview
         self.note = Div(text=self._note_html(), name="nbprof_note")
         above, below = extra_rows(trace, plot, size)  # notes; counters and instants
-        self.layout = column(self.note, *above, plot, *below, overview, name="nbprof_timeline", **(
-            {"sizing_mode": "stretch_width"} if not width else {}))
+        memory, memory_callback = memory_strip(trace, plot, size, self.selection, self._origin_ns)
+        self.layout = column(self.note, *above, plot, *([memory] if memory else []), *below,
+                             overview, name="nbprof_timeline", **(
+                                 {"sizing_mode": "stretch_width"} if not width else {}))
         document = Document()
         document.add_root(self.layout)
         document.js_on_event("document_ready", callback)
+        if memory_callback:
+            document.js_on_event("document_ready", memory_callback)
 
     def save(self, path, *, title: str | None = None) -> pathlib.Path:
         """This timeline, with its current selection, highlight and filter, as one standalone

@@ -121,3 +121,92 @@ def _walk(widget):
     yield widget
     for child in getattr(widget, "children", ()):
         yield from _walk(child)
+
+
+# Names that end or re-open a <script> element, or a comment, or a line in JavaScript: each one
+# must stay inside the JSON it is in. "<!--<script>" beat the copy's old "</" escaping: the
+# element ran on past its end tag and swallowed every later cell of an exported notebook.
+# In groups: a "-->" later in the same JSON would end the comment and hide the harm.
+SCRIPT_BREAKERS = [["<!--<script>", "a\u2028b\u2029c"],
+                   ["<!-- open", "<script>window.__pwned=4</script>", "</SCRIPT\t>"],
+                   ["</script><script>window.__pwned=3</script>", "]]> --> <![CDATA[",
+                    "&lt;x&gt; & <b>b</b>"]]
+
+# Every Bokeh document of the page: drawn, and the names its timeline holds.
+DOCUMENT_NAMES = """() => Bokeh.documents.map((doc) => {
+  const plot = doc.get_model_by_name('nbprof_plot');
+  const rendered = doc.get_model_by_name('nbprof_rendered');
+  return {ready: plot.tags.includes('nbprof-ready'),
+          names: rendered.__nbprof_info ? rendered.__nbprof_info.names : null};
+})"""
+
+
+def script_breaking_trace(names):
+    import numpy as np
+
+    from nbprof.model import Trace
+
+    n = len(names)
+    return Trace.build(start_ns=np.arange(n) * 1000, end_ns=np.arange(n) * 1000 + 800,
+                       thread=np.zeros(n, np.int32), name_id=np.arange(n), names=list(names),
+                       threads=[nbprof.Thread(1, 1, "main")])
+
+
+def open_in_chromium(playwright, path):
+    browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(path.as_uri())
+    return browser, page, errors
+
+
+def test_an_exported_notebook_keeps_every_cell_after_a_copy_with_script_breaking_names(tmp_path):
+    """As `jupyter nbconvert --to html` lays out a notebook: cells one after another, each
+    profiled cell's output the static copy (the first one carrying BokehJS)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from nbprof.notebook import static
+    from nbprof.timeline import Timeline
+
+    static._bokehjs_cell = ""  # as in a fresh kernel: the first copy carries BokehJS
+    cells = []
+    for index, names in enumerate(SCRIPT_BREAKERS):
+        copy = static.static_bundle(Timeline(script_breaking_trace(names)),
+                                    sort_by="cpu_time_total")[1]["text/html"]
+        cells.append(f"<div class='cell'><div class='jp-OutputArea-child'>{copy}</div></div>"
+                     f"<p class='after-cell'>text of cell {index + 1}</p>")
+    page_path = tmp_path / "exported.html"
+    page_path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>" +
+                         "".join(cells) +
+                         "<p id='last'>the end of the notebook</p></body></html>")
+    with sync_api.sync_playwright() as playwright:
+        browser, page, errors = open_in_chromium(playwright, page_path)
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length === 3 && "
+                               "Bokeh.documents.every((doc) => doc.get_model_by_name("
+                               "'nbprof_plot').tags.includes('nbprof-ready'))", timeout=60_000)
+        assert page.locator("p.after-cell").all_inner_texts() == [
+            "text of cell 1", "text of cell 2", "text of cell 3"]
+        assert page.locator("#last").inner_text() == "the end of the notebook"
+        assert page.locator(".nbprof-static").count() == 3
+        documents = page.evaluate(DOCUMENT_NAMES)  # each copy drew, with every name
+        assert [sorted(document["names"]) for document in documents] == [
+            sorted(names) for names in SCRIPT_BREAKERS]
+        assert all(document["ready"] for document in documents)
+        summaries = page.locator(".nbprof-static details").all_inner_texts()
+        assert len(summaries) == 3 and all(names[0] in text for names, text in zip(
+            SCRIPT_BREAKERS, summaries))
+        assert page.evaluate("() => window.__pwned") is None and not errors, errors
+        browser.close()
+
+
+def test_the_standalone_page_keeps_script_breaking_names(tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    every_name = sum(SCRIPT_BREAKERS, [])
+    page_path = save_html(script_breaking_trace(every_name), tmp_path / "names.html")
+    with sync_api.sync_playwright() as playwright:
+        browser, page, errors = open_in_chromium(playwright, page_path)
+        page.wait_for_function(READY, timeout=30_000)
+        (document,) = page.evaluate(DOCUMENT_NAMES)
+        assert document["ready"] and sorted(document["names"]) == sorted(every_name)
+        assert page.evaluate("() => window.__pwned") is None and not errors, errors
+        browser.close()

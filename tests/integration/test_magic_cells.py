@@ -127,3 +127,29 @@ def test_the_cell_compiles_with_the_users_future_flags_not_nbprofs(shell):
     result, out = run(shell, "%%cudaprof --no-display\ndef magic_f(x: int): pass\nmagic_f.__annotations__")
     assert plain.result == {"x": int}
     assert result.result == {"x": int}, shown(out)
+
+
+def test_o_over_a_builtin_or_an_imported_module_is_refused_unless_forced(shell):
+    shell.run_cell("import numpy as np\nimport os.path as osp\nfrom collections import abc\n"
+                   "import torch")
+    for name, complaint in (("print", "print is a Python builtin"),
+                            ("len", "len is a Python builtin"),
+                            ("display", "display is a Python builtin"),  # IPython's, in builtins
+                            ("torch", "torch is the module torch, imported in this notebook"),
+                            ("np", "np is the module numpy"), ("osp", "osp is the module posixpath"),
+                            ("abc", "abc is the module collections.abc")):
+        before = shell.user_ns.get(name)
+        result, out = run(shell, f"%%cudaprof -o {name}\nnot_run = 1")
+        assert isinstance(result.error_in_exec, UsageError), name
+        assert complaint in str(result.error_in_exec) and "--force" in str(result.error_in_exec)
+        assert "Traceback" not in shown(out) and "not_run" not in shell.user_ns
+        assert shell.user_ns.get(name) is before and not profiler.is_active()
+    assert shell.run_cell("print(len('abc'))").success  # still the builtins
+    # --force binds it anyway; a name the user already rebound, or a Trace, is theirs to reuse.
+    result, _ = run(shell, "%%cudaprof -o len --force --no-display\ntorch.ones(2).add(1)")
+    assert result.success and "aten::add" in names(shell.user_ns.pop("len"))
+    shell.user_ns["sum"] = 3
+    for name in ("sum", "sum"):
+        result, _ = run(shell, f"%%cudaprof -o {name} --no-display\ntorch.ones(2).add(1)")
+        assert result.success and "aten::add" in names(shell.user_ns[name])
+    del shell.user_ns["sum"]

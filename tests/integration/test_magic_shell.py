@@ -284,26 +284,50 @@ def test_export_to_a_missing_folder_is_refused_before_the_cell_runs(shell, tmp_p
     assert "never_set" not in shell.user_ns and not profiler.is_active()
 
 
-def full_disk_path(tmp_path):
-    path = tmp_path / "full.json"  # passes every check, then the write itself fails (ENOSPC)
-    path.symlink_to("/dev/full")
-    return path
+def test_export_onto_a_device_a_pipe_or_a_folder_is_refused_before_the_cell_runs(shell, tmp_path):
+    import stat
+
+    try:
+        os.mknod(tmp_path / "device.json", stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null-like
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    (tmp_path / "link.json").symlink_to(tmp_path / "device.json")
+    os.mkfifo(tmp_path / "pipe.json")
+    (tmp_path / "folder.json").mkdir()
+    for name, said in [("device.json", "a device"), ("link.json", "a device"),
+                       ("pipe.json", "a pipe (FIFO)"), ("folder.json", "a folder")]:
+        result, out = run(shell, f"%%cudaprof -o kept --export '{tmp_path / name}'\n"
+                                 "never_set = torch.ones(2) + 1")
+        assert isinstance(result.error_in_exec, UsageError), name
+        assert said in str(result.error_in_exec) and "the cell did not run" in str(
+            result.error_in_exec)
+        assert "never_set" not in shell.user_ns and not profiler.is_active()
+    assert stat.S_ISCHR(os.stat(tmp_path / "link.json").st_mode)
+    assert stat.S_ISFIFO(os.stat(tmp_path / "pipe.json").st_mode)
+
+
+def failing_export(tmp_path):
+    """An export path that passes every check, and the cell's code that then makes the write fail
+    (a folder put where the file goes: the world changed during the run)."""
+    path = tmp_path / "late.json"
+    return path, f"import os\nos.mkdir({str(path)!r})\n"
 
 
 def test_an_export_that_fails_after_the_run_is_a_clear_error_after_the_widget(shell, tmp_path):
-    path = full_disk_path(tmp_path)
-    result, out = run(shell, f"%%cudaprof -o kept --export '{path}'\nk = torch.ones(2) + 1")
+    path, breaks_it = failing_export(tmp_path)
+    result, out = run(shell, f"%%cudaprof -o kept --export '{path}'\n{breaks_it}"
+                             "k = torch.ones(2) + 1")
     assert isinstance(result.error_in_exec, UsageError)
     assert "--export could not write" in str(result.error_in_exec)
-    assert "No space left on device" in str(result.error_in_exec)
+    assert "it is a folder" in str(result.error_in_exec)
     assert "kept" in shell.user_ns and "k" in shell.user_ns  # the cell ran, the trace is kept
     assert any("application/vnd.jupyter.widget-view+json" in o.data for o in out.outputs)
 
 
 def test_a_raising_cell_with_a_failing_export_raises_the_cells_own_error(shell, tmp_path):
-    path = full_disk_path(tmp_path)
+    path, breaks_it = failing_export(tmp_path)
     result, out = run(shell, f"%%cudaprof -o kept_too --no-display --export '{path}'\n"
-                             "m = torch.ones(2) + 1\nraise ValueError('broken step')")
+                             f"{breaks_it}m = torch.ones(2) + 1\nraise ValueError('broken step')")
     assert isinstance(result.error_in_exec, ValueError)  # not the export's UsageError
     assert "--export could not write" in out.stderr  # which is still said
     assert "aten::add" in names(shell.user_ns["kept_too"])

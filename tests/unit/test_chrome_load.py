@@ -262,8 +262,6 @@ BAD_EVENTS = [
     ([cpu("ok", 0, 1), cpu("ok", 2, 1), cpu("back", 5, -2)], r"event 2 .* negative duration"),
     ([cpu("nan", "soon", 1)], r"event 0 .* ts that is not a finite number: 'soon'"),
     ([cpu("ok", 0, 1), ["not", "an", "object"]], r"event 1 is not a JSON object"),
-    ([cpu("ok", 0, 1), cpu("ok", 2, 1), {"ph": "X", "name": "no_pid", "tid": 1, "ts": 3, "dur": 1}],
-     r"event 2 \(X 'no_pid'\) has no 'pid'"),
     ([{"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 0}, cpu("ok", 0, 1),
       {"ph": "X", "pid": 1, "tid": 1, "ts": 3, "dur": 1}], r"event 2 \(X None\) has no 'name'"),
     ([cpu("ok", 0, 1), {"ph": "X", "name": "odd", "pid": 1, "tid": [7], "ts": 3, "dur": 1}],
@@ -298,3 +296,79 @@ def test_unreadable_files_raise_trace_format_error(tmp_path, shared_traces):
             nbprof.load(path)
         assert str(path) in str(error.value)
         assert isinstance(error.value, ValueError)
+
+
+# -- issue 24: what Perfetto's importer reads, nbprof reads ---------------------------------
+
+def _x(name, ts, **ids):
+    return {"ph": "X", "name": name, "cat": "cpu_op", "ts": ts, "dur": 1, **ids}
+
+
+TRAILING_COMMAS = {
+    "after the last event": lambda events: events[:-2] + ",\n]}",
+    "after the last event of a bare list": lambda events: events[len('{"traceEvents": '):-1]
+    .replace("}]", "},]"),
+    "in args": lambda events: events.replace('"args": {"k": 1}', '"args": {"k": 1, "l": [1, 2,],}'),
+    "after the top level's last key": lambda events: events[:-1] + ', "x": {"y": 1,},}',
+    "every event, then the list": lambda events: events.replace("}, {", "}, {").replace(
+        '"dur": 1}', '"dur": 1,}')[:-2] + ",]}",
+}
+
+
+@pytest.mark.parametrize("chunk_bytes", [None, 64])  # one chunk, and a chunk per event or two
+@pytest.mark.parametrize("where", list(TRAILING_COMMAS))
+def test_trailing_commas_anywhere_are_read_and_noted(tmp_path, monkeypatch, where, chunk_bytes):
+    from nbprof.formats.chrome import stream
+
+    if chunk_bytes:
+        monkeypatch.setattr(stream, "CHUNK_BYTES", chunk_bytes)
+    events = [_x(f"e{i}", i * 2, pid=1, tid=1) for i in range(6)]
+    events[3]["args"] = {"k": 1}
+    text = TRAILING_COMMAS[where](json.dumps({"traceEvents": events}))
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    trace = nbprof.load(path)
+    assert [trace.names[i] for i in trace.name_id] == [f"e{i}" for i in range(6)]
+    assert "trailing commas" in " ".join(trace.meta["notes"])
+    if where == "in args":
+        assert trace.event_args[3] == {"k": 1, "l": [1, 2]}
+    # a comma before a bracket inside a string is text, not a trailing comma
+    events[3]["args"] = {"k": "a,]"}
+    path.write_text(json.dumps({"traceEvents": events})[:-2] + ",]}")
+    assert nbprof.load(path).event_args[3] == {"k": "a,]"}
+
+
+def test_events_without_pid_or_tid_go_where_perfetto_puts_them(tmp_path):
+    events = [
+        {"ph": "M", "name": "thread_name", "pid": 5, "tid": 5, "args": {"name": "main of 5"}},
+        _x("normal", 0, pid=5, tid=7), _x("no tid", 1, pid=5), _x("no pid", 3, tid=7),
+        _x("neither", 4), _x("null tid", 5, pid=5, tid=None),
+        {"ph": "B", "name": "begin without tid", "pid": 5, "ts": 6},
+        {"ph": "E", "pid": 5, "ts": 7},
+        _x("strings", 8, pid="foo", tid="bar"), _x("normal again", 9, pid=5, tid=7),
+    ]
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    where = {event.name: event.thread for event in trace.events}
+    assert (where["no tid"].pid, where["no tid"].tid, where["no tid"].name) == (5, 5, "main of 5")
+    assert where["null tid"] == where["begin without tid"] == where["no tid"]
+    assert (where["no pid"].pid, where["no pid"].tid) == (0, 7)
+    assert (where["neither"].pid, where["neither"].tid) == (0, 0)
+    assert where["normal"] == where["normal again"] and where["normal"].tid == 7
+    assert where["strings"].name == "bar"  # a string tid still names its thread
+    assert "5 slices had no tid or no pid" in " ".join(trace.meta["notes"])
+    again = nbprof.load(export_chrome_trace(trace, tmp_path / "again.json"))
+    assert {e.name: (e.thread.pid, e.thread.tid) for e in again.events} == \
+        {e.name: (e.thread.pid, e.thread.tid) for e in trace.events}
+
+
+def test_counter_values_written_as_numeric_strings_are_read(tmp_path):
+    values = ["25.7", ".75", "246.", "050", "+10.5", "-3", " 7 ", "1e3", 4, 2.5,
+              "1.5e", "+", "", "inf", "nan", "0x10", "1_000", True, None, [1]]
+    events = [_x("step", 0, pid=1, tid=1)] + [
+        {"ph": "C", "name": "load", "pid": 1, "ts": i, "args": {"v": value}}
+        for i, value in enumerate(values)]
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    (series,) = trace.counters
+    assert series.values.tolist() == [25.7, 0.75, 246.0, 50.0, 10.5, -3.0, 7.0, 1000.0, 4.0, 2.5]
+    assert series.time_ns.tolist() == [i * 1000 for i in range(10)]
+    assert "10 counter samples" in " ".join(trace.meta["notes"])  # the ten that do not parse

@@ -56,8 +56,12 @@ def test_loads_what_this_torch_profiler_writes(tmp_path):
     path = str(tmp_path / "torch.json")
     prof.export_chrome_trace(path)
     xs = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
+    # Kineto's span of the whole profile is trace metadata, not an op
+    ops = [e for e in xs if not e["name"].startswith("PyTorch Profiler")]
     trace = nbprof.load(path)
-    assert len(trace) == len(xs) and trace.meta["backend"] == "kineto"
+    assert len(ops) == len(xs) - 1 and len(trace) == len(ops) and trace.meta["backend"] == "kineto"
+    assert [span["name"] for span in trace.meta["profiler_spans"]] == [
+        e["name"] for e in xs if e["name"].startswith("PyTorch Profiler")]
     linear = next(e for e in trace.events if e.name == "aten::linear")
     assert linear.shapes == [[4, 8], [3, 8], []]
     children = [trace.events[child].name for child in trace.children(linear.id)]

@@ -108,3 +108,45 @@ def test_an_unwritable_output_is_an_error_naming_the_path_without_a_traceback(tm
                               text=True, timeout=120)
         assert done.returncode == 1, done.stderr
         assert "Traceback" not in done.stderr and str(not_a_folder) in done.stderr
+
+
+ONE_EVENT = '{"traceEvents": [{"ph": "X", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}'
+
+
+def test_an_existing_file_is_taken_as_it_is_before_any_pattern(tmp_path, capsys):
+    for name in ("run[lr=0.1].json", "run[0-9].json", "grid*.json", "what?.json"):
+        (tmp_path / name).write_text(ONE_EVENT)
+        page = tmp_path / f"{len(name)}.html"
+        assert main(["view", str(tmp_path / name), "-o", str(page)]) == 0, capsys.readouterr().err
+        assert page.is_file()
+    # A pattern that is no file's name is still a pattern: the four files, as ranks of one job.
+    assert main(["view", str(tmp_path / "*.json"), "-o", str(tmp_path / "all.html")]) == 0
+    assert "4 CPU events" in capsys.readouterr().out
+
+
+def test_sizes_and_rank_numbers_past_any_limit_are_one_line(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    trace.write_text(ONE_EVENT)
+    for size in ("inf", "-inf", "1e400", "nan", "1e309K", "infinityG"):
+        try:
+            main(["view", str(trace), "-o", str(tmp_path / "p.html"), f"--max-size={size}"])
+        except SystemExit as stop:  # argparse's own exit, after its usage line
+            assert stop.code == 2
+        err = capsys.readouterr().err
+        assert f"argument --max-size: not a size: {size!r}" in err and "Traceback" not in err
+    for number in ("2147483648", "9223372036854775808", "9" * 40):  # int32, int64, far past
+        folder = tmp_path / number
+        folder.mkdir()
+        (folder / f"job.rank{number}.json").write_text(ONE_EVENT)
+        (folder / "job.rank1.json").write_text(ONE_EVENT)
+        for command in (["view", str(folder), "-o", str(tmp_path / "p.html")],
+                        ["ranks", str(folder)],
+                        ["convert", str(folder), "-o", str(tmp_path / "out"), "-j", "1"]):
+            assert main(command) == 1, command
+            err = capsys.readouterr().err
+            assert err == (f"nbprof: {folder / f'job.rank{number}.json'}: {number} after \"rank\" "
+                           "in its name is too large for a rank (at most 2147483647); rename the "
+                           "file rankN\n"), err
+    assert not (tmp_path / "p.html").exists()
+    # convert wrote the good file before it came to the bad one: whole, and nothing else
+    assert [path.name for path in (tmp_path / "out").iterdir()] == ["job.rank1.parquet"]

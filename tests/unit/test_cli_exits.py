@@ -8,6 +8,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+import nbprof
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -109,3 +113,118 @@ def test_torch_profiler_inside_the_script_is_said_once_as_a_note(tmp_path):
     said = [line for line in done.stderr.splitlines() if "torch.profiler was started" in line]
     assert len(said) == 1 and said[0].startswith("nbprof: note: "), done.stderr
     assert "RuntimeWarning" not in done.stderr
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "nbprof.cli", *map(str, args)], env=ENV,
+                          cwd=cwd, capture_output=True, text=True, timeout=180)
+
+
+# name -> the script's bytes: each stops `python SCRIPT` before its first line runs
+NOT_COMPILING = {
+    "syntax error": b"import torch\ntorch.ones(2).add(1)\ndef broken(:\n    pass\n",
+    "return outside a function": b"import torch\nreturn torch.ones(2)\n",
+    "bad indentation": b"import torch\n  x = 1\n",
+    "undecodable bytes": b"import torch\nname = '\xff\xfe'\n",
+    "null byte": b"import torch\nx = 1\x00\n",
+    "folder's __main__": b"import torch\nfor\n",
+}
+
+
+@pytest.mark.parametrize("case", NOT_COMPILING)
+def test_a_script_that_does_not_compile_writes_nothing_and_shows_pythons_error(case, tmp_path):
+    script = tmp_path / ("app" if case == "folder's __main__" else "broken.py")
+    source = script / "__main__.py" if case == "folder's __main__" else script
+    source.parent.mkdir(exist_ok=True)
+    source.write_bytes(NOT_COMPILING[case])
+    page, trace = tmp_path / "page.html", tmp_path / "trace.json.gz"
+    page.write_text("the last good page")
+    trace.write_text("the last good trace")
+    done = run_cli("run", "-o", page, "--trace", trace, script)
+    assert done.returncode == 1, done.stderr
+    assert page.read_text() == "the last good page" and trace.read_text() == "the last good trace"
+    assert "Traceback" not in done.stderr and "nbprof" not in done.stderr, done.stderr
+    python = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=60)
+    assert python.returncode == 1
+    # compile() words the first two a little otherwise; for a folder Python shows runpy's frames
+    if case in ("null byte", "undecodable bytes", "folder's __main__"):
+        assert f'File "{source}"' in done.stderr
+        assert done.stderr.splitlines()[-1].startswith("SyntaxError: "), done.stderr
+    else:  # what Python itself prints, word for word
+        assert done.stderr == python.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([script.name, page.name,
+                                                                 trace.name])
+
+
+LOOP = ("import os, pathlib, signal, torch\nx = torch.ones(4)\nfor step in range(10**9):\n"
+        "    x = x + 1\n    if step == 30:\n        {stop}\n")
+
+
+@pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stopping_signal_writes_what_ran(number, tmp_path):
+    # A real signal in the middle of a loop of torch ops, as Ctrl-C, a scheduler's time limit
+    # (`timeout`, SLURM), or a closed terminal sends it.
+    script = tmp_path / "long.py"
+    script.write_text(LOOP.format(stop=f"os.kill(os.getpid(), {int(number)})"))
+    page, trace = tmp_path / "page.html", tmp_path / "trace.json.gz"
+    done = run_cli("run", "-o", page, "--trace", trace, script)
+    assert done.returncode == 128 + number, done.stderr
+    said = "interrupted" if number == signal.SIGINT else f"stopped by {number.name}"
+    assert done.stderr.startswith(f"nbprof: {said}; writing what ran before it"), done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"wrote {page}" in done.stdout and f"wrote {trace}" in done.stdout
+    recorded = nbprof.load(trace)
+    assert sum(recorded.names[i] == "aten::add" for i in recorded.name_id) >= 31
+
+
+def test_sigterm_from_outside_and_again_while_writing(tmp_path):
+    # As `timeout` or a scheduler sends it: from another process, while the script runs; the
+    # second one (while the trace is written) stops that, leaving no half file.
+    script = tmp_path / "long.py"
+    script.write_text(LOOP.format(stop="pathlib.Path(__file__).with_suffix('.ran').touch()"))
+    page, trace = tmp_path / "page.html", tmp_path / "trace.json.gz"
+    process = start("run", "-o", page, "--trace", trace, script)
+    deadline = time.monotonic() + 120
+    while not script.with_suffix(".ran").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    first = process.stderr.readline()
+    assert first.startswith("nbprof: stopped by SIGTERM; writing what ran before it"), first
+    process.send_signal(signal.SIGTERM)
+    out, rest = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert rest == (f"nbprof: stopped by SIGTERM again: not written: {page}, {trace} "
+                    "(no half file left)\n")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["long.py", "long.ran"]
+
+
+def test_a_script_that_changes_folder_writes_where_the_command_line_said(tmp_path):
+    script = tmp_path / "moves.py"
+    script.write_text("import os, torch\nos.makedirs('elsewhere', exist_ok=True)\n"
+                      "os.chdir('elsewhere')\ntorch.ones(2).add(1)\n\ndef step():\n"
+                      "    raise ValueError('after the move')\n\nstep()\n")
+    done = run_cli("run", "-o", "out/page.html", "--trace", "trace.json", "moves.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    page, trace = tmp_path / "out" / "page.html", tmp_path / "trace.json"
+    assert f"nbprof: wrote {page} (" in done.stdout and f"nbprof: wrote {trace}\n" in done.stdout
+    assert page.is_file() and "aten::add" in nbprof.load(trace).names
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == []
+    # the traceback is the script's own, its frames named by their full path, as Python does
+    frames = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("File ")]
+    assert frames == [f'File "{script}", line 9, in <module>',
+                      f'File "{script}", line 7, in step'], done.stderr
+
+
+def test_run_without_o_writes_the_page_beside_the_script_and_says_where(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    script = tmp_path / "jobs" / "train.py"
+    script.write_text("import torch\ntorch.ones(2).add(1)\n")
+    (tmp_path / "cwd").mkdir()
+    done = run_cli("run", "../jobs/train.py", cwd=tmp_path / "cwd")
+    assert done.returncode == 0, done.stderr
+    page = tmp_path / "cwd" / ".." / "jobs" / "train.py.nbprof.html"
+    assert page.is_file() and f"nbprof: wrote {page} (" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "jobs").iterdir()) == ["train.py",
+                                                                      "train.py.nbprof.html"]
+    assert not list((tmp_path / "cwd").iterdir())

@@ -8,6 +8,8 @@ import json
 import os
 import pathlib
 import resource
+import socket
+import stat
 import subprocess
 import sys
 
@@ -125,6 +127,53 @@ def test_run_checks_every_output_before_the_script_runs(case, script, tmp_path):
     assert not page.exists() and not trace.exists()
 
 
+@pytest.mark.parametrize("case", ["run --trace link to a device", "run --trace link to null",
+                                  "run -o fifo",
+                                  "view -o link to a device", "diff -o socket",
+                                  "convert onto a device"])
+def test_no_command_writes_onto_a_device_a_pipe_or_a_socket(case, script, trace_file, tmp_path):
+    try:  # a device of our own like /dev/null (before the fix, a write replaced the node itself)
+        os.mknod(tmp_path / "device", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except PermissionError:
+        pytest.skip("making a device node needs root")
+    page, node = tmp_path / "page.html", tmp_path / "device"
+    out = tmp_path / "out"
+    listener = socket.socket(socket.AF_UNIX)
+    if case == "run --trace link to a device":
+        (node := tmp_path / "x.parquet").symlink_to(tmp_path / "device")
+        args, said = ["run", "-o", page, "--trace", node, script], "a device, not a regular file"
+    elif case == "run --trace link to null":  # the audit's case, /dev/null played by our node
+        (node := tmp_path / "x.parquet").symlink_to(tmp_path / "device")
+        args = ["run", "-o", page, "--trace", node, script]
+        said = "a device, not a regular file"
+        done = subprocess.run(
+            [sys.executable, "-c", "import os, sys\nos.devnull = sys.argv.pop(1)\n"
+             "from nbprof.cli.main import main\nsys.exit(main())", tmp_path / "device", *args],
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+            timeout=180)
+    elif case == "run -o fifo":
+        os.mkfifo(node := page)
+        args, said = ["run", "-o", page, script], "a pipe (FIFO), not a regular file"
+    elif case == "view -o link to a device":
+        (node := page).symlink_to(tmp_path / "device")
+        args, said = ["view", trace_file, "-o", page], "a device, not a regular file"
+    elif case == "diff -o socket":
+        listener.bind(str(node := page))
+        args, said = ["diff", trace_file, trace_file, "-o", page], "a socket, not a regular file"
+    else:
+        out.mkdir()
+        (node := out / "t.parquet").symlink_to(tmp_path / "device")
+        args, said = ["convert", trace_file, "-o", out], "a device, not a regular file"
+    kind = stat.S_IFMT(os.stat(node).st_mode)
+    with listener:
+        assert_one_line(done if case.endswith("null") else nbprof_cli(*args), said, node)
+    assert stat.S_IFMT(os.stat(node).st_mode) == kind  # the node is still what it was
+    assert stat.S_ISCHR(os.lstat(tmp_path / "device").st_mode)
+    assert not script.with_suffix(".ran").exists()  # refused before the script ran
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in ("out", node.name)) == [
+        "device", "t.json.gz", "victim.py"]  # nothing else written, no temporary file
+
+
 def _file_size_limit(limit):
     return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
@@ -172,13 +221,18 @@ def test_a_trace_that_fails_after_the_run_still_leaves_the_page(tmp_path):
 
 
 def test_a_write_error_names_the_path_and_what_to_do(tmp_path, trace_file):
-    from nbprof.formats.atomic import write_file
+    from nbprof.formats.atomic import write_with
     from nbprof.cli.paths import describe
 
-    with pytest.raises(OSError) as full:  # a real ENOSPC from the kernel
-        write_file("/dev/full", b"x" * 100, "the timeline page")
+    def onto_a_full_disk(temporary):  # a real ENOSPC from the kernel, mid-write
+        with open("/dev/full", "wb") as full:
+            full.write(b"x" * 100)
+
+    page = tmp_path / "full.html"
+    with pytest.raises(OSError) as full:
+        write_with(page, onto_a_full_disk, "the timeline page")
     assert describe(full.value) == ("cannot write the timeline page: No space left on device: "
-                                    "/dev/full; free space on that disk or write somewhere else")
+                                    f"{page}; free space on that disk or write somewhere else")
     page = tmp_path / "big.html"
     done = nbprof_cli("view", trace_file, "-o", page, preexec_fn=_file_size_limit(64 << 10))
     assert_one_line(done, "File too large", page)

@@ -49,6 +49,17 @@ def test_parquet_round_trip_is_exact(step_trace, tmp_path):
         step_trace.gpu_args[kernel]["grid"]
 
 
+def test_a_file_written_before_the_runtime_call_column_still_reads(step_trace, tmp_path):
+    import pyarrow.parquet as pq
+
+    assert (step_trace.gpu_call >= 0).sum() > 1000  # each kernel's launching runtime call
+    path = step_trace.to_parquet(tmp_path / "step.parquet")
+    pq.write_table(pq.read_table(path).drop_columns(["call"]), path)  # as files of before
+    again = nbprof.load(path)
+    assert (again.gpu_call == -1).all()
+    assert np.array_equal(again.gpu_launch, step_trace.gpu_launch)
+
+
 def test_a_loaded_traces_args_are_written_a_block_at_a_time_in_row_order(shared_traces,
                                                                           tmp_path, monkeypatch):
     # A loaded trace keeps its args compressed in the file's order; they are written in blocks
@@ -210,3 +221,59 @@ def test_gpu_busy_comes_from_kernels_beside_op_events_in_memory_and_in_duckdb(tm
     assert events_only.rank_summary()["gpu_busy_ns"][0] == 100  # no kernels: the events measure it
     events_only.to_parquet(tmp_path / "rank0.parquet")
     assert nbprof.rank_summary(tmp_path)["gpu_busy_ns"][0] == 100
+
+
+# -- issue 21: a damaged nbprof Parquet file is one TraceFormatError from load itself --------
+
+def _damaged_header(header):
+    import json
+    return json.dumps(header).encode()
+
+
+PARQUET_DAMAGE = {
+    "metadata without events": lambda h: _damaged_header({k: v for k, v in h.items()
+                                                          if k != "events"}),
+    "a shortened name table": lambda h: _damaged_header({**h, "names": h["names"][:2]}),
+    "a shortened thread table": lambda h: _damaged_header({**h, "threads": h["threads"][:0]}),
+    "a shortened category table": lambda h: _damaged_header({**h, "categories": []}),
+    "names that are not strings": lambda h: _damaged_header({**h, "names": [1] * len(h["names"])}),
+    "meta that is a list": lambda h: _damaged_header({**h, "meta": []}),
+    "counters of two lengths": lambda h: _damaged_header(
+        {**h, "counters": [{"name": "m", "series": "a", "pid": 1, "time_ns": [1, 2],
+                            "values": [1.0]}]}),
+    "metadata that is not JSON": lambda h: b'{"format": "nbprof-columnar-1", "events": ',
+    "metadata that is not UTF-8": lambda h: b"\xff\xfe{}",
+    "metadata that is a list": lambda h: b"[1, 2]",
+}
+
+
+@pytest.mark.parametrize("damage", list(PARQUET_DAMAGE))
+def test_a_damaged_nbprof_parquet_file_is_refused_by_load(shared_traces, tmp_path, damage):
+    import json
+
+    import pyarrow.parquet as pq
+
+    good = tmp_path / "good.parquet"
+    nbprof.load(shared_traces / "rocm_mi250_train.json.gz").to_parquet(good)
+    table = pq.read_table(good)
+    header = json.loads(table.schema.metadata[b"nbprof"])
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(table.replace_schema_metadata({b"nbprof": PARQUET_DAMAGE[damage](header)}),
+                   bad)
+    with pytest.raises(nbprof.TraceFormatError) as caught:
+        nbprof.load(bad)
+    message = str(caught.value)
+    assert message.startswith(f"{bad}: ") and "damaged" in message[len(str(bad)):]
+
+
+def test_nothing_to_load_is_a_trace_format_error_naming_the_path(tmp_path):
+    from nbprof.formats.chrome import TraceNotFoundError
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other.txt").write_text("x")
+    for source in (tmp_path / "empty", str(tmp_path / "run_*.json"), tmp_path / "gone.parquet",
+                   tmp_path / "gone.json.gz", str(tmp_path / "empty" / "*.parquet")):
+        with pytest.raises(nbprof.TraceFormatError) as caught:
+            nbprof.load(source)
+        assert str(source) in str(caught.value)
+        assert isinstance(caught.value, (TraceNotFoundError, FileNotFoundError))

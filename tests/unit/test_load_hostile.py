@@ -426,3 +426,170 @@ def test_duplicate_flow_ids_pair_by_time(tmp_path):
     events[3]["ts"] = events[5]["ts"] = 130
     trace = nbprof.load(write(tmp_path, doc(events)))
     assert "1 flow ends (f) had several flow starts" in notes(trace)
+
+
+# -- issue 21: memory bounded by what is read, not by the largest token ---------------------
+
+def gzip_of(tmp_path, name, parts):
+    """A .json.gz of ``parts``: bytes, or (byte, count) for a run too long to build in memory
+    (compressed a block at a time: a 160 MiB run is a few hundred KB of gzip)."""
+    import zlib
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)
+    path = tmp_path / f"{name}.json.gz"
+    with open(path, "wb") as out:
+        for part in parts:
+            if isinstance(part, tuple):
+                byte, count = part
+                block = byte * (8 << 20)
+                for start in range(0, count, len(block)):
+                    out.write(packer.compress(block[:count - start]))
+            else:
+                out.write(packer.compress(part))
+        out.write(packer.flush())
+    return path
+
+
+def _event(ts, args=b""):
+    return b'{"ph":"X","name":"a","cat":"cpu_op","pid":1,"tid":1,"ts":%d,"dur":1%s}' % (ts, args)
+
+
+def _open_event(value_start):  # an event cut where an args value begins: closed by the caller
+    return _event(0, b',"args":{"v":' + value_start)[:-1]
+
+
+# Each a token (or a run) of `size` bytes where a file can hold one: in an event's args, as
+# its name, in the keys before and after the events list.
+LONG_TOKENS = {
+    "string in args": lambda n: [b"[", _open_event(b'"'), (b"a", n), b'"}}', b",", _event(2),
+                                 b"]"],
+    "escaped string": lambda n: [b"[", _open_event(b'"'), (b"\\n", n), b'"}}', b"]"],
+    "string as a name": lambda n: [b'[{"ph":"X","pid":1,"tid":1,"ts":0,"dur":1,"name":"',
+                                   (b"b", n), b'"}]'],
+    "number in args": lambda n: [b"[", _open_event(b"1"), (b"7", n), b"}}", b"]"],
+    "string before the events": lambda n: [b'{"x":"', (b"a", n), b'","traceEvents":[',
+                                           _event(0), b"]}"],
+    "string after the events": lambda n: [b'{"traceEvents":[', _event(0), b'],"x":"', (b"a", n),
+                                          b'"}'],
+}
+# Whitespace outside strings is skipped, not kept: these files load.
+LONG_BLANKS = {
+    "spaces between events": lambda n: [b'{"traceEvents":[', _event(0), (b" ", n), b",",
+                                        _event(2), b"]}"],
+    "newlines after a comma": lambda n: [b"[", _event(0), b",", (b"\n", n), _event(2), b"]"],
+    "tabs inside an event": lambda n: [b"[", _open_event(b""), (b"\t", n), b"1}}", b",",
+                                       _event(2), b"]"],
+    "spaces before the events": lambda n: [b'{"x":1,', (b" ", n), b'"traceEvents":[',
+                                           _event(0), b",", _event(2), b"]}"],
+    "spaces after the JSON": lambda n: [b"[", _event(0), b",", _event(2), b"]", (b" ", n)],
+}
+
+
+def peak_of(load) -> int:
+    tracemalloc.start()
+    try:
+        load()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("size", [12 << 20, 40 << 20])
+@pytest.mark.parametrize("kind", list(LONG_TOKENS))
+def test_a_token_past_the_limit_is_refused_without_being_kept(tmp_path, kind, size):
+    # a 1 GiB string in a 1 MB .gz took 5.3 GB before; Python's own allocations are counted
+    path = gzip_of(tmp_path, "token", LONG_TOKENS[kind](size))
+    message = []
+    peak = peak_of(lambda: message.append(refused(path, "longer than 8 MiB", "near byte")))
+    assert peak < 32 << 20, (kind, peak)
+    kind_said = "number" if kind.startswith("number") else "string"
+    assert f"a {kind_said}" in message[0]
+
+
+@pytest.mark.parametrize("size", [72 << 20])
+@pytest.mark.parametrize("kind", list(LONG_BLANKS))
+def test_whitespace_outside_strings_is_skipped_not_kept(tmp_path, kind, size):
+    # 3 GiB of spaces between two events in a 3 MB .gz took 9.5 GB and 64 s before. A third
+    # event's name holds a long run of spaces: inside a string, every one is kept.
+    name = b"x" + b" " * (3 << 20) + b"y"
+    third = b',{"ph":"X","pid":1,"tid":1,"ts":4,"dur":1,"name":"%s"}' % name
+    parts = LONG_BLANKS[kind](size)
+    parts.insert(next(at for at in range(len(parts) - 1, 0, -1)
+                      if parts[at - 1] == _event(2)), third)
+    path = gzip_of(tmp_path, "blank", parts)
+    loaded = []
+    peak = peak_of(lambda: loaded.append(nbprof.load(path)))
+    assert peak < 32 << 20, (kind, peak)
+    trace = loaded[0]
+    assert trace.start_ns.tolist() == [0, 2000, 4000]
+    assert sorted(trace.names, key=len) == ["a", name.decode()]
+
+
+@pytest.mark.parametrize("parts", [
+    [b"[", _open_event(b"[0"), (b",0", 40 << 20), b"]}}", b"]"],  # one event of small tokens
+    [b'{"traceEvents":[', _event(0), b'],"x":[0', (b",0", 40 << 20), b"]}"],  # after the list
+    [b'{"traceEvents":[', _event(0), b'],"x":[', (b'"a",', 40 << 20), b'"a"]}'],  # many strings
+])
+def test_text_that_never_ends_an_event_stops_at_its_limit(tmp_path, parts):
+    path = gzip_of(tmp_path, "uncut", parts)
+    peak = peak_of(lambda: refused(path, "runs over 32 MiB without ending"))
+    assert peak < 200 << 20, peak
+
+
+# -- issue 21: no silent reinterpretation --------------------------------------------------
+
+@pytest.mark.parametrize("labels, gpu", [
+    ("GPU 0", True), ("CPU,GPU 3", True), ("GPU12", True), ("no GPU here", False),
+    ("GPUs: none", False), ("CPU (GPU 0's host)", False), ("", False)])
+def test_only_a_gpu_label_makes_a_process_gpu(tmp_path, labels, gpu):
+    trace = nbprof.load(write(tmp_path, doc([
+        {"ph": "M", "name": "process_labels", "pid": 1, "tid": 0, "args": {"labels": labels}},
+        x(name="op", ts=0), x(name="other", ts=2, tid=2)])))
+    assert (len(trace.kernels), len(trace)) == ((2, 0) if gpu else (0, 2))
+
+
+@pytest.mark.parametrize("field, value", [("ts", True), ("ts", False), ("dur", True)])
+def test_a_boolean_time_is_no_number(tmp_path, field, value):
+    refused(write(tmp_path, doc([x(ts=3), x(**{field: value})])),
+            f"event 1 (X 'a') has a {field} that is not a finite number: {value}")
+
+
+def test_invalid_utf8_in_a_thread_name_is_noted(tmp_path):
+    for name in (b"main \xff", b"\xe2\x82 cut", b"\xc0\xaf and \xff\xfe"):
+        path = write(tmp_path, b'{"traceEvents": [{"ph": "M", "name": "thread_name", "pid": 1, '
+                     b'"tid": 1, "args": {"name": "' + name + b'"}}, ' + json.dumps(x()).encode()
+                     + b"]}")
+        trace = nbprof.load(path)
+        assert "\ufffd" in trace.threads[0].name
+        assert "invalid UTF-8" in notes(trace), name
+
+
+@pytest.mark.parametrize("device, shown", [(65536, 32767), (-40000, -32768), (2 ** 40, 32767),
+                                           (-3, -3), (3, 3)])
+def test_a_device_number_out_of_range_is_clamped_and_noted_never_wrapped(tmp_path, device,
+                                                                         shown):
+    events = [x(name="op", ts=0, dur=10),
+              x(name="k", cat="kernel", pid=0, tid=7, ts=2, dur=3, args={"device": device}),
+              x(name="k2", cat="kernel", pid=0, tid=7, ts=6, dur=3, args={"device": 0})]
+    trace = nbprof.load(write(tmp_path, doc(events)))
+    assert trace.gpu_device.tolist() == [shown, 0]
+    assert trace.gpu_args[0]["device"] == device
+    assert ("outside -32768..32767" in notes(trace)) == (shown != device)
+    # the rank merge takes any int16 device, negative ones too (device -3 raised IndexError)
+    merged = nbprof.load([write(tmp_path, doc(events), name=f"rank{i}.json") for i in (0, 1)])
+    assert sorted(merged.gpu_device.tolist()) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("event", [
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1},
+    {"ph": "C", "name": "memory", "pid": 1, "ts": 1},
+    {"ph": "B", "name": "begin", "pid": 1, "tid": 1, "ts": 1}])
+def test_a_rare_event_with_megabytes_of_args_leaves_them_out(tmp_path, event):
+    # decoded, 1.3 MiB of short strings are ~20 MB of Python objects, kept to the end of a load
+    big = json.dumps({**event, "args": {"name": ["ab"] * (1 << 18)}})
+    path = write(tmp_path, b'{"traceEvents": [' + json.dumps(x(ts=0, dur=9)).encode() + b", "
+                 + big.encode() + b', {"ph": "E", "pid": 1, "tid": 1, "ts": 2}]}')
+    loaded = []
+    peak = peak_of(lambda: loaded.append(nbprof.load(path)))
+    assert peak < 12 << 20, peak
+    assert "1 metadata, counter, instant, begin/end or async events had more than 1 MiB" in \
+        notes(loaded[0])

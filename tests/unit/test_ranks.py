@@ -48,6 +48,12 @@ def test_merged_ids_stay_inside_their_rank(merged):
     launched = merged.gpu_launch >= 0
     assert launched.any()
     assert (event_rank[merged.gpu_launch[launched]] == gpu_rank[launched]).all()
+    # the runtime call each kernel's link starts at: its own rank's, inside the launching op
+    called = merged.gpu_call >= 0
+    assert called.sum() > 2000
+    call, op = merged.gpu_call[called], merged.gpu_launch[called]
+    assert (event_rank[call] == gpu_rank[called]).all()
+    assert ((merged.start_ns[call] >= merged.start_ns[op]) & (merged.end_ns[call] <= merged.end_ns[op])).all()
 
 
 def test_lanes_are_grouped_by_rank_then_process(merged):

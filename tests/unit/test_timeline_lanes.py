@@ -1,6 +1,8 @@
 """Lane names, group headers and plot sizing, the tools, runtime-call links and the sources the
 browser code reads for area selection and bring_into_view (the Bokeh models, no browser)."""
 
+import json
+
 import numpy as np
 import pytest
 from bokeh.models import BoxSelectTool, BoxZoomTool, PanTool, ResetTool, WheelZoomTool
@@ -115,6 +117,90 @@ def test_a_real_trace_links_kernels_to_their_launch_calls(shared_traces):
     # each call lies inside the op its kernel is attributed to
     assert ((trace.start_ns[calls[linked]] >= trace.start_ns[ops]) &
             (trace.end_ns[calls[linked]] <= trace.end_ns[ops])).all()
+
+
+def never_decode_one_value(monkeypatch):
+    # A decode per event was most of a million-event page's build (issue 22): the page must
+    # read the loaded args a block at a time, for just the keys it shows
+    from nbprof.formats.chrome.args import ArgsStore
+
+    def value(self, slot):
+        raise AssertionError("the page decoded one event's args")
+
+    monkeypatch.setattr(ArgsStore, "value", value)
+
+
+def test_a_loaded_trace_keeps_its_hover_texts_and_call_links_without_a_decode_per_event(
+        tmp_path, monkeypatch):
+    built = Trace.build(
+        start_ns=[0, 10, 60], end_ns=[100, 20, 70], thread=[0, 0, 0], name_id=[0, 1, 3],
+        names=["aten::mm", "cudaLaunchKernel", "sgemm", "aten::add"], category=[0, 1, 0],
+        categories=["cpu_op", "cuda_runtime"], threads=[(1, 1, "main")],
+        event_args={1: {"correlation": 42}}, shapes={0: [[2, 3], [3, 4]], 2: [[7]]},
+        stacks={0: ("train.py(12): step", "train.py(30): main"), 2: ("train.py(31): main",)},
+        gpu_start_ns=[30, 80], gpu_end_ns=[50, 90], gpu_name_id=[2, 2], gpu_device=[0, 0],
+        gpu_stream=[7, 7], gpu_launch=[0, 2], gpu_kind=[1, 1],
+        gpu_args={0: {"grid": [4, 1, 1], "block": [128, 1, 1], "correlation": 42},
+                  1: {"bytes": 4096, "correlation": 43}})
+    trace = nbprof.load(nbprof.formats.chrome.export_chrome_trace(built, tmp_path / "t.json"))
+    never_decode_one_value(monkeypatch)
+    packed, info = encode_events(trace, build_lanes(trace))
+    assert info["detail_texts"] == [
+        "bytes: 4096", "grid: [4, 1, 1] · block: [128, 1, 1]",
+        "shapes: [[2, 3], [3, 4]] · at train.py(12): step ← train.py(30): main",
+        "shapes: [[7]] · at train.py(31): main"]
+    columns = unpack_columns(packed, info["layout"])
+    assert columns["gpu_runtime"].tolist() == [2, 0]  # the call paired by its correlation id
+    assert trace.gpu_call.tolist() == [1, -1]
+
+
+def test_a_real_trace_has_every_hover_text_it_had_without_a_decode_per_event(
+        shared_traces, monkeypatch):
+    from nbprof.timeline.data import detail_texts
+    from nbprof.timeline.served import Served
+
+    trace = nbprof.load(shared_traces / "gpu_sampled_rank0.json.gz")
+    # what each event's own args say, read one at a time as a click on it does
+    expected = {("cpu", row): f"shapes: {shapes}" for row, shapes in trace.shapes.items() if shapes}
+    for row in range(len(trace.gpu_start_ns)):
+        args = trace.kernel(row).args or {}
+        parts = [f"{key}: {args[key]}" for key in ("grid", "block", "bytes") if key in args]
+        if parts:
+            expected[("gpu", row)] = " · ".join(parts)
+    assert len(expected) > 3000
+    never_decode_one_value(monkeypatch)
+    details = detail_texts(trace)
+    found = {("cpu", row): details.texts[code]
+             for row, code in zip(details.cpu_rows.tolist(), details.cpu_codes.tolist())}
+    found.update({("gpu", row): details.texts[code]
+                  for row, code in zip(details.gpu_rows.tolist(), details.gpu_codes.tolist())})
+    assert found == expected
+    lanes = build_lanes(trace)
+    encode_events(trace, lanes)
+    # Past the budget the kernel answers each view: it formats the texts of the events an
+    # answer draws as themselves, not the whole trace's when it starts
+    from nbprof.formats.chrome.args import LazyArgs
+    coded = LazyArgs.coded
+    monkeypatch.setattr(LazyArgs, "coded", lambda *args: pytest.fail("texts built up front"))
+    served = Served(trace, lanes, budget=1000)
+    monkeypatch.setattr(LazyArgs, "coded", coded)
+    view = served.answer({"x0": [0.0], "x1": [float(served.columns.span_ns)], "width": [1e9],
+                          "min_duration": [0], "key": ["k"]})
+    meta = json.loads(view["meta"][0])
+    columns = unpack_columns(view["packed"][0], meta["layout"])
+    counts = columns["row_count"].astype(np.int64)
+    row = np.repeat(np.arange(len(counts)), counts)
+    # each entry's trace id: deltas within its row
+    event_id = np.concatenate([np.cumsum(part) for part in np.split(
+        columns["event_id_delta"].astype(np.int64), np.cumsum(counts)[:-1])])
+    kind = np.where(lanes.row_is_gpu[row], "gpu", "cpu")
+    shown = {(kind[entry], int(event_id[entry])): meta["detail_texts"][text]
+             for entry, text in zip(columns["detail_entry"].tolist(),
+                                    columns["detail_text"].tolist())}
+    assert len(shown) > 100
+    assert shown == {key: expected[key] for key, count in zip(
+        zip(kind.tolist(), event_id.tolist()), columns["count"].tolist())
+        if count == 1 and key in expected}
 
 
 def test_area_selection_and_view_requests_are_named_sources():

@@ -20,13 +20,13 @@ from .loader import NbprofLoad, nbprof_block
 from .gather import Gatherer
 from .growing import give_back_freed_memory
 from .progress import reporting
-from .rawfile import DEFAULT_MAX_BYTES
+from .rawfile import DEFAULT_MAX_BYTES, TraceNotFoundError
 from .read import TraceFormatError, paused_gc
 from .stream import EventChunks
 from ...model import Trace
 
-__all__ = ["DEFAULT_MAX_BYTES", "TraceFormatError", "chrome_trace_bytes", "chrome_trace_dict",
-           "export_chrome_trace", "load"]
+__all__ = ["DEFAULT_MAX_BYTES", "TraceFormatError", "TraceNotFoundError", "chrome_trace_bytes",
+           "chrome_trace_dict", "export_chrome_trace", "load"]
 
 
 def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
@@ -57,7 +57,12 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
     from ... import ranks
 
     if ranks.is_many(path):
-        return ranks.load_many(path, lambda one: load(one, max_bytes=max_bytes), align=align)
+        try:
+            return ranks.load_many(path, lambda one: load(one, max_bytes=max_bytes), align=align)
+        except FileNotFoundError as error:  # an empty folder, a glob matching nothing
+            if isinstance(error, TraceFormatError):
+                raise
+            raise TraceNotFoundError(str(error)) from None
     if str(path).endswith(".parquet"):
         from ..parquet import read_parquet
 
@@ -75,7 +80,9 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
         del events  # each chunk's structs go before the next is parsed
     found = gatherer.finish()
     give_back_freed_memory()  # the chunks' holes, before the Trace's columns are made
-    data, notes = chunks.data, chunks.notes_with(found.slices.args.repaired)
+    repaired = {kind: found.slices.args.repaired.get(kind, 0) + found.repaired.get(kind, 0)
+                for kind in {*found.slices.args.repaired, *found.repaired}}
+    data, notes = chunks.data, chunks.notes_with(repaired)
     block, block_problem = nbprof_block(data)
     if not found.events and block is None:
         raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")
@@ -85,6 +92,13 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
     loader.notes += notes
     if block_problem:
         loader.notes.append(block_problem)
+    if found.filled_ids:
+        loader.notes.append(f"{found.filled_ids} slices had no tid or no pid: each was put on its "
+                            f"process's main thread (tid = pid; pid 0 where it had none), as "
+                            f"Perfetto does")
+    if found.big_args:
+        loader.notes.append(f"{found.big_args} metadata, counter, instant, begin/end or async "
+                            f"events had more than 1 MiB of args: their args were left out")
     if found.unmatched:
         loader.notes.append(f"{found.unmatched} B/E (begin/end) events found no partner on "
                             f"their thread and were left out")

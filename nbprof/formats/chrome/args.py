@@ -16,7 +16,7 @@ import json
 import math
 import zlib
 from collections.abc import Mapping
-from itertools import repeat
+from itertools import compress, repeat
 from operator import attrgetter, is_not
 from typing import Any
 
@@ -299,25 +299,33 @@ class ArgsStore:
     def value(self, slot: int):
         block = int(np.searchsorted(self.first_slots, slot, side="right")) - 1
         start = 0 if slot == self.first_slots[block] else int(self.ends[slot - 1])
-        end = int(self.ends[slot])
+        return decode_value(self.block_text(block)[start:int(self.ends[slot])])
+
+    def block_text(self, block: int) -> bytes:
+        """Block ``block``'s args texts, decompressed (the last one asked for is kept)."""
         cached_block, text = self._cache
         if cached_block != block:
             text = self._decompress(self.blocks[block], self.block_sizes[block])
             self._cache = (block, text)
-        return decode_value(text[start:end])
+        return text
 
 
-def decode_value(text):
+def decode_value(text, repaired: dict | None = None):
     """A JSON value from args kept as text. A number beyond a float's range (1e400: valid
-    JSON, which msgspec refuses) becomes None, so that what loaded also exports."""
+    JSON, which msgspec refuses) becomes None, so that what loaded also exports. Invalid
+    UTF-8 and lone surrogates become U+FFFD, counted in ``repaired`` (as ArgsStore.repaired)."""
     try:
         return msgspec.json.decode(text)
     except msgspec.ValidationError:
         return json.loads(bytes(text), parse_float=_finite_or_none,
                           parse_constant=lambda _name: None)
     except msgspec.DecodeError:  # a rare event's args: not repaired on the way in
-        text, _count = without_bad_utf8(bytes(text))
-        return decode_value(without_lone_surrogates(text)[0])
+        text, utf8 = without_bad_utf8(bytes(text))
+        text, surrogates = without_lone_surrogates(text)
+        if repaired is not None:
+            repaired["utf8"] = repaired.get("utf8", 0) + utf8
+            repaired["surrogates"] = repaired.get("surrogates", 0) + surrogates
+        return decode_value(text)
 
 
 def _finite_or_none(text: str):
@@ -342,6 +350,26 @@ def _known_one(text):
         return _KNOWN_ONE.decode(text)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         return None
+
+
+def _picker(keys: list) -> type:
+    """A msgspec Struct that keeps only ``keys`` of an args object, as their raw JSON texts."""
+    return msgspec.defstruct("Picked", [(f"key{index}", msgspec.Raw, msgspec.field(
+        default=msgspec.Raw(b""), name=key)) for index, key in enumerate(keys)], gc=False)
+
+
+def _picked(picker, keys: list, texts: list) -> list:
+    """Per key of ``keys``, its raw JSON text (bytes; b"" where absent) in each of ``texts``
+    (args objects): one decode for all of them, else one at a time where any is no object or
+    is damaged."""
+    try:
+        items = picker.decode(b"[" + b",".join(texts) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        values = list(map(decode_value, texts))
+        return [[msgspec.json.encode(value[key], enc_hook=str)
+                 if isinstance(value, dict) and key in value else b"" for value in values]
+                for key in keys]
+    return [list(map(bytes, map(attrgetter(f"key{index}"), items))) for index in range(len(keys))]
 
 
 def _stack(value) -> tuple:
@@ -433,6 +461,55 @@ class LazyArgs(Mapping):
 
     def items(self):
         return list(zip(self, self.values()))
+
+    def subset(self, rows: np.ndarray) -> "LazyArgs":
+        """The same mapping for just those of ``rows`` (sorted) it has, still undecoded."""
+        at = np.minimum(np.searchsorted(self._rows, rows), max(len(self._rows) - 1, 0))
+        at = at[self._rows[at] == rows] if len(self._rows) else at[:0]
+        return LazyArgs(self._rows[at], self._slots[at], self._stores,
+                        None if self._store_of is None else self._store_of[at], self._view)
+
+    def coded(self, keys: tuple = (None,)) -> list:
+        """Per key of ``keys`` (None: the mapping's own value), the rows whose value has it
+        (sorted), each one's code into the table of its distinct values, and that table
+        (decoded, once per distinct value). A block of the store at a time, each block's
+        texts decoded in one msgspec call that keeps just those keys: what a caller that
+        formats per value takes instead of a decode per row (a timeline's hover texts)."""
+        fields = [{"shapes": SHAPES_KEY, "stacks": STACK_KEY}.get(self._view, key) for key in keys]
+        if None in fields or (self._view == "args" and {SHAPES_KEY, STACK_KEY} & set(fields)):
+            raise ValueError(f"coded() takes keys of each args object, not {keys!r}, from a "
+                             f"mapping of {self._view!r}")
+        post = _stack if self._view == "stacks" else (lambda value: value)
+        picker = msgspec.json.Decoder(list[_picker(fields)])
+        store_of = np.zeros(len(self._rows), np.int32) if self._store_of is None \
+            else self._store_of
+        order = np.lexsort((self._slots, store_of))
+        found = [([], [], {}) for _field in fields]  # per key: rows, codes, table
+        for store_index in np.unique(store_of).tolist():
+            store = self._stores[store_index]
+            positions = order[store_of[order] == store_index]
+            slots = self._slots[positions].astype(np.int64)
+            block_of = np.searchsorted(store.first_slots, slots, side="right") - 1
+            bounds = np.flatnonzero(np.diff(block_of, prepend=-1, append=-1))
+            starts, ends = store._starts(slots).tolist(), store.ends[slots].tolist()
+            for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+                text = store.block_text(int(block_of[lo]))
+                picked = _picked(picker, fields,
+                                 [text[a:b] for a, b in zip(starts[lo:hi], ends[lo:hi])])
+                for (rows, codes, table), raws in zip(found, picked):
+                    present = np.fromiter(map(len, raws), np.int64, len(raws)) > 0
+                    raws = list(compress(raws, present.tolist()))
+                    for raw in dict.fromkeys(raws):  # codes for the block's new values
+                        table.setdefault(raw, len(table))
+                    rows.append(self._rows[positions[lo:hi]][present])
+                    codes.append(np.fromiter(map(table.__getitem__, raws), np.int64, len(raws)))
+        out = []
+        for rows, codes, table in found:
+            rows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+            codes = np.concatenate(codes) if codes else np.zeros(0, np.int64)
+            by_row = np.argsort(rows, kind="stable")
+            out.append((rows[by_row], codes[by_row], [post(decode_value(raw)) for raw in table]))
+        return out
 
     @classmethod
     def combined(cls, parts: list, new_rows: np.ndarray) -> "LazyArgs | None":

@@ -28,6 +28,7 @@ import orjson
 
 from ..atomic import write_file
 from .lanes import assign_lanes
+from .memory_events import counter_name, memory_counters, memory_instants
 from .read import paused_gc
 from ...model import GPU_KINDS, KIND_OP, Trace
 
@@ -136,6 +137,8 @@ def _top_and_event_chunks(trace: Trace):
         "gpu_pid": gpu.pid,
         "gpu_launch": trace.gpu_launch,
     }
+    if len(trace.memory):
+        block["memory_counters"] = [counter_name(device) for device in trace.memory.devices()]
     top = {"schemaVersion": 1, "displayTimeUnit": "ns",
            "baseTimeNanoseconds": int(meta.get("base_time_ns", 0)), "nbprof": block}
     device_names = meta.get("device_names") or {}
@@ -159,6 +162,11 @@ def _event_chunks(trace: Trace, cpu, gpu):
     yield _instants(trace)
     for series in trace.counters:
         yield _counter_samples(series)
+    level = trace.memory.levels()
+    for start in range(0, len(trace.memory), CHUNK_ROWS):
+        rows = slice(start, start + CHUNK_ROWS)
+        yield memory_instants(trace, rows, _micros)
+        yield memory_counters(trace, rows, level, _micros)
 
 
 def _instants(trace: Trace) -> list[dict]:

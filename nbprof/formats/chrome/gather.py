@@ -25,6 +25,10 @@ from .read import (Column, Slices, floats, canonical_id, hashable, ns_from_us, p
                    pick, x_slices)
 
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
+# The args of the rare phases' events (metadata, counters, instants, B/E, async) are decoded
+# into Python objects (some kept until the end): past this much text (a thread name or a counter's values are bytes) they
+# are left out with a note, so that one such event cannot cost hundreds of MB.
+RARE_ARGS_BYTES = 1 << 20
 _SLICE_FIELDS = ("name", "cat", "pid", "tid")
 
 
@@ -139,6 +143,9 @@ class Gathered:
     skipped: int = 0  # of phases nbprof does not read
     unmatched: int = 0  # B or E without a partner
     async_notes: list = field(default_factory=list)  # what async events were left out
+    filled_ids: int = 0  # slices without a pid or tid (given their process's main thread)
+    repaired: dict = field(default_factory=dict)  # in the rare events' args (see decode_value)
+    big_args: int = 0  # rare events whose args were past RARE_ARGS_BYTES: left out
 
 
 class Gatherer:
@@ -159,7 +166,11 @@ class Gatherer:
         out.skipped += len(events) - sum(map(len, rows.values()))
         for phase in ("M", "B", "E", "C", *INSTANT_PHASES, *ASYNC_PHASES):
             for event in (events[row] for row in rows[phase].tolist()):
-                event.args = _decoded(event.args)
+                raw = event.args
+                if len(raw) > RARE_ARGS_BYTES:
+                    out.big_args += 1
+                    raw = b""
+                event.args = decode_value(raw, out.repaired) if len(raw) else None
         self._add_slices(events, rows["X"], base)
         out.metadata += [events[row] for row in rows["M"].tolist()]
         begins, begin_rows, ends, end_rows = self.begin_ends
@@ -175,6 +186,8 @@ class Gatherer:
         for name in ("ts", "name", "pid", "tid"):
             getattr(out.instants, name).extend(getattr(found, name))
         out.instants.skipped += found.skipped
+        out.instants.memory += found.memory
+        out.instants.memory_skipped += found.memory_skipped
         samples = counter_events(events, rows["C"])
         for key, (times, values) in samples.series.items():
             out.counters.series[key][0].extend(times)
@@ -186,6 +199,7 @@ class Gatherer:
             return
         rows = x_rows + base if extra_rows is None else np.asarray(extra_rows, np.int64)
         chunk = x_slices(events, x_rows, self.path, positions=rows)
+        self.out.filled_ids += chunk.filled_ids
         for name in _SLICE_FIELDS:
             column, table = getattr(chunk, name), self.tables[name]
             code_of = np.fromiter((table.setdefault(value, len(table)) for value in column.table),
@@ -222,8 +236,4 @@ class Gatherer:
                                  args=self.args)
         return self.out
 
-
-def _decoded(raw):
-    """A rare event's args as a plain JSON value (None where absent)."""
-    return decode_value(raw) if len(raw) else None
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict, deque
 
 import numpy as np
 
 from .args import MISSING
-from .loader import GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load, category_flags, int_ids
+from .loader import (GPU_CATEGORY_KIND, RUNTIME_CATEGORIES, Load, category_flags, int_ids,
+                     matches)
 from .read import canonical_id, hashable
 from ...model import KIND_OTHER, NO_ID, Trace
 
@@ -42,8 +44,8 @@ class KinetoLoad(Load):
     def gpu_rows_mask(self):
         cat, pid = self.slices.cat, self.slices.pid
         gpu_cat = category_flags(cat.table, GPU_CATEGORY_KIND)
-        gpu_pid = np.array(["GPU" in self.process_labels.get(value, "") for value in pid.table]
-                           or [False])
+        gpu_pid = np.array([_is_gpu_label(self.process_labels.get(value, ""))
+                            for value in pid.table] or [False])
         return gpu_cat[cat.codes] | gpu_pid[pid.codes]
 
     def metadata_rows_mask(self):
@@ -82,7 +84,7 @@ class KinetoLoad(Load):
         """Per GPU row, the CPU row (index into cpu_rows) of the runtime call that launched it."""
         is_runtime = self._runtime_mask(cpu_rows)
         # The last runtime call with a correlation wins, as Kineto writes one per launch.
-        launch = _matches(self.slices.args.ids["correlation"], cpu_rows, is_runtime, gpu_rows,
+        launch = matches(self.slices.args.ids["correlation"], cpu_rows, is_runtime, gpu_rows,
                           last_wins=True)
         if (launch == NO_ID).any():
             self._link_by_external_id(launch, cpu_rows, gpu_rows, is_runtime)
@@ -155,14 +157,17 @@ class KinetoLoad(Load):
         # with the CPU op or annotation it belongs to; runtime calls share it too: skip them.
         unlinked = np.flatnonzero(launch == NO_ID)
         # The first op or annotation with an External id wins.
-        found = _matches(self.slices.args.ids["external_id"], cpu_rows, ~is_runtime,
+        found = matches(self.slices.args.ids["external_id"], cpu_rows, ~is_runtime,
                          gpu_rows[unlinked], last_wins=False)
         launch[unlinked] = found
 
-    def _runtime_mask(self, cpu_rows) -> np.ndarray:
-        """Which CPU rows are runtime/driver calls (cudaLaunchKernel, cuLaunchKernel, ...)."""
-        cat = self.slices.cat
-        return category_flags(cat.table, RUNTIME_CATEGORIES)[cat.codes[cpu_rows]]
+    def runtime_calls(self, cpu_rows, gpu_rows, launch):
+        # Before finish() moves them up to the op around them, the launches that landed on a
+        # runtime call (by correlation or by a flow) are the calls themselves
+        if not len(cpu_rows):
+            return np.full(len(launch), NO_ID, np.int32)
+        landed = self._runtime_mask(cpu_rows)[np.maximum(launch, 0)] & (launch >= 0)
+        return np.where(landed, launch, NO_ID).astype(np.int32)
 
     def finish(self, trace: Trace) -> Trace:
         """Move each launch from the runtime call up to the op around it (see loader)."""
@@ -234,55 +239,19 @@ def _as_device(value, limit=1 << 15):
     return value if isinstance(value, int) and -limit <= value < limit else None
 
 
+_GPU_LABEL = re.compile(r"\s*GPU\s*\d+\s*")
+
+
+def _is_gpu_label(labels: str) -> bool:
+    """Whether a process_labels value (comma-separated labels) has one that is Kineto's
+    "GPU <n>": a label that merely mentions a GPU ("no GPU here") keeps a CPU process's
+    slices CPU events."""
+    return any(_GPU_LABEL.fullmatch(label) for label in labels.split(","))
+
+
 def _default_name(tid) -> str:
     # Kineto's own lanes have string tids ("PyTorch Profiler"): that string is their name.
     return tid if isinstance(tid, str) else f"thread {tid}"
-
-
-def _matches(ids, cpu_rows, is_target, wanted_rows, last_wins: bool) -> np.ndarray:
-    """For each of ``wanted_rows``, the target (an index into ``cpu_rows``) of the row among
-    those of ``cpu_rows`` that ``is_target`` flags whose id (an IdColumn of the args) equals
-    its own, the last or the first such row; NO_ID where none. Ints are matched in numpy;
-    other ids (strings, floats) through a dict."""
-    wanted = ids.ints(wanted_rows)
-    keys, found_targets = _wanted_keys(ids, cpu_rows, is_target, wanted)
-    if last_wins:
-        keys, found_targets = keys[::-1], found_targets[::-1]
-    unique, first = np.unique(keys, return_index=True)
-    at = np.minimum(np.searchsorted(unique, wanted), max(len(unique) - 1, 0))
-    hit = (wanted != MISSING) & (unique[at] == wanted) if len(unique) else \
-        np.zeros(len(wanted), bool)
-    out = np.where(hit, found_targets[first[at]] if len(unique) else NO_ID, NO_ID)
-    if ids.others:
-        by_other = {}
-        targets = np.flatnonzero(is_target)
-        pairs = zip(cpu_rows[targets].tolist(), targets.tolist())
-        for row, target in (reversed(list(pairs)) if not last_wins else pairs):
-            if row in ids.others:
-                by_other[ids.others[row]] = target
-        for at, row in enumerate(wanted_rows.tolist()):
-            if row in ids.others and ids.others[row] in by_other:
-                out[at] = by_other[ids.others[row]]
-    return out.astype(np.int32)
-
-
-def _wanted_keys(ids, cpu_rows, is_target, wanted) -> tuple[np.ndarray, np.ndarray]:
-    """The int ids of the rows of ``cpu_rows`` that ``is_target`` flags and that are among
-    ``wanted``, and their targets (indices into ``cpu_rows``), in order: a block of rows at a
-    time, so that at millions of rows no full-size temporaries pile up (the rows whose id no
-    one wants are most of them)."""
-    lookup = np.unique(wanted[wanted != MISSING])
-    keys, found = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    if not len(lookup):
-        return keys[0], found[0]
-    for start in range(0, len(cpu_rows), _BLOCK_ROWS):
-        targets = np.flatnonzero(is_target[start:start + _BLOCK_ROWS]) + start
-        block = ids.ints(cpu_rows[targets])
-        at = np.minimum(np.searchsorted(lookup, block), len(lookup) - 1)
-        hit = np.flatnonzero(lookup[at] == block)  # MISSING is not in lookup
-        keys.append(block[hit])
-        found.append(targets[hit])
-    return np.concatenate(keys), np.concatenate(found)
 
 
 def _sortable(value):

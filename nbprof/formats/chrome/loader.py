@@ -35,9 +35,11 @@ from .args import MISSING, LazyArgs
 from .async_slices import META_KEY as ASYNC_META_KEY, async_threads
 from .export import FORMAT_VERSION, GPU_KIND_CATEGORY
 from .growing import give_back_freed_memory
+from .memory_events import memory_events
 from .read import (MAX_TIME_US, Column, TraceFormatError, hashable, ns_from_us,
                    ns_in_place, pick)
-from ...model import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, Trace
+from ...model import GPU_KINDS, NO_ID, KIND_OTHER, CounterSeries, Instants, MemoryEvents, Trace
+from ...model.memory import attributed
 from ...model.nesting import nest, time_ordered
 
 # Kineto's GPU-side categories (lower-cased; older files capitalise them) -> GPU kind.
@@ -153,6 +155,18 @@ class Load:
         from ``origin_us``."""
         raise NotImplementedError
 
+    def runtime_calls(self, cpu_rows, gpu_rows, launch) -> np.ndarray:
+        """Per GPU row, the runtime/driver call (an index into ``cpu_rows``) that launched it,
+        or NO_ID: the one with the same ``correlation`` in its args (``launch``: what
+        launches() found)."""
+        return matches(self.slices.args.ids["correlation"], cpu_rows, self._runtime_mask(cpu_rows),
+                       gpu_rows, last_wins=True)
+
+    def _runtime_mask(self, cpu_rows) -> np.ndarray:
+        """Which CPU rows are runtime/driver calls (cudaLaunchKernel, cuLaunchKernel, ...)."""
+        cat = self.slices.cat
+        return category_flags(cat.table, RUNTIME_CATEGORIES)[cat.codes[cpu_rows]]
+
     def meta(self, base_ns: int) -> dict:
         raise NotImplementedError
 
@@ -197,13 +211,14 @@ class Load:
         # back before each step, or it counts on top of that step's own peak
         give_back_freed_memory()
         launch = self.launches(cpu_rows, gpu_rows, found.flows, start_ns, origin_us)
+        call = self.runtime_calls(cpu_rows, gpu_rows, launch)
         # Each of the file's columns is freed once read for the last time: at millions of
         # slices each is tens of MB, and what is left of them is the peak of a big load.
         found.flows = None
         gpu = dict(gpu_start_ns=start_ns[gpu_rows], gpu_end_ns=end_ns[gpu_rows],
                    gpu_name_id=s.name.codes[gpu_rows], gpu_device=self.devices(gpu_rows),
                    gpu_stream=self.streams(gpu_rows), gpu_launch=launch,
-                   gpu_kind=self.gpu_kinds(gpu_rows),
+                   gpu_kind=self.gpu_kinds(gpu_rows), gpu_call=call,
                    gpu_args=LazyArgs.of(s.args, gpu_rows, "all"))
         s.args.drop_ids()
         cpu_start = start_ns[cpu_rows]
@@ -238,6 +253,8 @@ class Load:
             counters=self._counters(counters, origin_us) if counters else (),
             event_args=cpu_extras["args"], shapes=cpu_extras["shapes"],
             stacks=cpu_extras["stacks"], meta=self.meta(round(origin_us * 1000)))
+        if instants.memory or instants.memory_skipped:
+            trace.memory = self._memory(instants, origin_us, trace)
         if spans:
             trace.meta["profiler_spans"] = spans
         async_lanes = async_threads(self.lane_index)
@@ -246,6 +263,18 @@ class Load:
                                                  *async_lanes})
         give_back_freed_memory()
         return self.finish(trace)
+
+    def _memory(self, found, origin_us, trace) -> MemoryEvents:
+        """The [memory] instants as the trace's memory columns, each tied to its op."""
+        if found.memory_skipped:
+            trace.meta.setdefault("notes", []).append(
+                f"{found.memory_skipped} [memory] events without integer Bytes or on a device "
+                f"other than the CPU or CUDA were left out")
+        time_ns, fits = self._in_range_ns(np.array([row[0] for row in found.memory], np.float64),
+                                          origin_us, "[memory] events")
+        rows = list(compress(found.memory, fits.tolist()))
+        found.memory = None
+        return attributed(memory_events(rows, self.lane_index, time_ns), trace)
 
     def _in_range_ns(self, ts_us: np.ndarray, origin_us: float, what: str):
         """ns from the origin, and which of ``ts_us`` fit (the rest are noted and dropped)."""
@@ -314,7 +343,17 @@ class Load:
         return kind_of_cat[self.slices.cat.codes[gpu_rows]]
 
     def devices(self, gpu_rows) -> np.ndarray:
-        return self._int_column(gpu_rows, "device", self.slices.pid)
+        """Each GPU slice's device, in the int16 column's range: a number outside it is
+        clamped to its end, with a note (never wrapped: 65536 would be device 0); its args
+        keep the file's number."""
+        devices = self._int_column(gpu_rows, "device", self.slices.pid)
+        low, high = np.iinfo(np.int16).min, np.iinfo(np.int16).max
+        outside = int(((devices < low) | (devices > high)).sum())
+        if outside:
+            self.notes.append(f"{outside} GPU intervals had a device number outside {low}..{high}"
+                              f": clamped to that range (their args keep the file's number)")
+            devices = np.clip(devices, low, high)
+        return devices.astype(np.int16)
 
     def streams(self, gpu_rows) -> np.ndarray:
         # Kineto's stream ids are unsigned 32-bit (4294967295 for "no stream"): they wrap into
@@ -370,6 +409,14 @@ class NbprofLoad(Load):
 
     def categories(self):
         return list(self.block.get("categories", []))
+
+    def _counters(self, found, origin_us) -> list:
+        # the export's memory level tracks are drawn from the [memory] events, not kept twice
+        derived = self.block.get("memory_counters")
+        if isinstance(derived, list):
+            found.series = {key: samples for key, samples in found.series.items()
+                            if key[1] not in derived}
+        return super()._counters(found, origin_us)
 
     def launches(self, cpu_rows, gpu_rows, flows, start_ns, origin_us):
         # The block's ids are positions in the file's order (CPU slices, GPU slices); the rows
@@ -464,3 +511,52 @@ def int_ids(values: list) -> dict:
             numeric[value] = next_id
             next_id += 1
     return numeric
+
+
+_MATCH_ROWS = 1 << 18  # CPU rows matched at a time
+
+
+def matches(ids, cpu_rows, is_target, wanted_rows, last_wins: bool) -> np.ndarray:
+    """For each of ``wanted_rows``, the target (an index into ``cpu_rows``) of the row among
+    those of ``cpu_rows`` that ``is_target`` flags whose id (an IdColumn of the args) equals
+    its own, the last or the first such row; NO_ID where none. Ints are matched in numpy;
+    other ids (strings, floats) through a dict."""
+    wanted = ids.ints(wanted_rows)
+    keys, found_targets = _wanted_keys(ids, cpu_rows, is_target, wanted)
+    if last_wins:
+        keys, found_targets = keys[::-1], found_targets[::-1]
+    unique, first = np.unique(keys, return_index=True)
+    at = np.minimum(np.searchsorted(unique, wanted), max(len(unique) - 1, 0))
+    hit = (wanted != MISSING) & (unique[at] == wanted) if len(unique) else \
+        np.zeros(len(wanted), bool)
+    out = np.where(hit, found_targets[first[at]] if len(unique) else NO_ID, NO_ID)
+    if ids.others:
+        by_other = {}
+        targets = np.flatnonzero(is_target)
+        pairs = zip(cpu_rows[targets].tolist(), targets.tolist())
+        for row, target in (reversed(list(pairs)) if not last_wins else pairs):
+            if row in ids.others:
+                by_other[ids.others[row]] = target
+        for at, row in enumerate(wanted_rows.tolist()):
+            if row in ids.others and ids.others[row] in by_other:
+                out[at] = by_other[ids.others[row]]
+    return out.astype(np.int32)
+
+
+def _wanted_keys(ids, cpu_rows, is_target, wanted) -> tuple[np.ndarray, np.ndarray]:
+    """The int ids of the rows of ``cpu_rows`` that ``is_target`` flags and that are among
+    ``wanted``, and their targets (indices into ``cpu_rows``), in order: a block of rows at a
+    time, so that at millions of rows no full-size temporaries pile up (the rows whose id no
+    one wants are most of them)."""
+    lookup = np.unique(wanted[wanted != MISSING])
+    keys, found = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    if not len(lookup):
+        return keys[0], found[0]
+    for start in range(0, len(cpu_rows), _MATCH_ROWS):
+        targets = np.flatnonzero(is_target[start:start + _MATCH_ROWS]) + start
+        block = ids.ints(cpu_rows[targets])
+        at = np.minimum(np.searchsorted(lookup, block), len(lookup) - 1)
+        hit = np.flatnonzero(lookup[at] == block)  # MISSING is not in lookup
+        keys.append(block[hit])
+        found.append(targets[hit])
+    return np.concatenate(keys), np.concatenate(found)

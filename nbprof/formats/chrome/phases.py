@@ -11,7 +11,8 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .read import Event, canonical_id, hashable, number_or_nan, pick
+from .memory_events import MEMORY_NAME, memory_row
+from .read import Event, canonical_id, hashable, number_in_text, number_or_nan, pick
 
 # "n" is an async instant: async_slices.py reads it (on its thread only where it has no id)
 INSTANT_PHASES = ("i", "I")
@@ -72,11 +73,20 @@ class RawInstants:
     pid: list = field(default_factory=list)
     tid: list = field(default_factory=list)
     skipped: int = 0
+    memory: list = field(default_factory=list)  # [memory] instants: memory_events.memory_row's
+    memory_skipped: int = 0
 
 
 def instant_events(events, rows) -> RawInstants:
     found = RawInstants()
     for event in pick(events, rows):
+        if event.name == MEMORY_NAME:  # an allocation or free: columns of its own, not a marker
+            row = memory_row(event)
+            if row is None:
+                found.memory_skipped += 1
+            else:
+                found.memory.append(row)
+            continue
         ts = number_or_nan(event.ts)
         if not (math.isfinite(ts) and hashable(event.pid) and hashable(event.tid)):
             found.skipped += 1
@@ -108,7 +118,7 @@ def counter_events(events, rows) -> RawCounters:
             continue
         name, pid = display_name(event.name), canonical_id(event.pid)
         for key, value in args.items():
-            value = number_or_nan(value) if not isinstance(value, str) else math.nan
+            value = number_in_text(value)
             if not math.isfinite(value):
                 found.skipped += 1
                 continue

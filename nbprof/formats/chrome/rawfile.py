@@ -30,6 +30,11 @@ class TraceFormatError(ValueError):
     is at fault, that event's index in ``traceEvents``, and says what to do."""
 
 
+class TraceNotFoundError(TraceFormatError, FileNotFoundError):
+    """No trace where :func:`nbprof.load` was pointed: a missing file, an empty folder, a glob
+    that matches nothing (a TraceFormatError, and a FileNotFoundError too)."""
+
+
 def size_text(count: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if count >= size:
@@ -51,7 +56,7 @@ def file_pieces(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES, progress
         # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise TraceFormatError(f"{path}: no such file; check the path (nbprof.load reads Chrome "
+        raise TraceNotFoundError(f"{path}: no such file; check the path (nbprof.load reads Chrome "
                                f"traces: .json or .json.gz)") from None
     except OSError as error:
         raise TraceFormatError(f"{path}: cannot read it ({error.strerror})") from error
@@ -187,6 +192,28 @@ _LONE_SURROGATE = re.compile(
 def without_lone_surrogates(raw: bytes) -> tuple[bytes, int]:
     """The JSON text with each escaped lone surrogate made U+FFFD, and how many there were."""
     fixed, count = _LONE_SURROGATE.subn(rb"\1\\ufffd", raw)
+    return fixed, count
+
+
+# A string (kept as it is) or a comma with only whitespace before the '}' or ']' that follows
+_STRING_OR_TRAILING_COMMA = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|,(?=[ \t\r\n]*[}\]])',
+                                       re.DOTALL)
+
+
+def without_trailing_commas(raw: bytes) -> tuple[bytes, int]:
+    """The JSON text without its trailing commas (``[1,]``, ``{"a": 1,}``: writers that stream
+    events append one after each; Perfetto and Chrome read them), and how many there were.
+    Commas inside strings are left alone."""
+    count = 0
+
+    def replaced(match):
+        nonlocal count
+        if match.group(1) is not None:
+            return match.group(1)
+        count += 1
+        return b""
+
+    fixed = _STRING_OR_TRAILING_COMMA.sub(replaced, raw)
     return fixed, count
 
 

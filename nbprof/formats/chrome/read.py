@@ -27,7 +27,8 @@ import numpy as np
 import orjson
 
 from .rawfile import (DEFAULT_MAX_BYTES, TraceFormatError, closed_arrays, read_file_bytes,
-                      size_text, without_bad_utf8, without_lone_surrogates)
+                      size_text, without_bad_utf8, without_lone_surrogates,
+                      without_trailing_commas)
 
 
 
@@ -68,6 +69,8 @@ _NOT_JSON = ("not valid JSON ({error}); a Chrome trace is a JSON object with a '
 _NO_EVENTS = ("no 'traceEvents' list in this JSON; it is not a Chrome trace (export one with "
               "torch.profiler or nbprof)")
 UTF8_NOTE = "{count} invalid UTF-8 sequences in the file's text were replaced by U+FFFD"
+COMMA_NOTE = ("{count} trailing commas (a comma just before a '}}' or ']') in the file's "
+              "text were ignored")
 SURROGATE_NOTE = ("{count} lone UTF-16 surrogate escapes (\\ud800 ...) in the file's text were "
                   "replaced by U+FFFD")
 
@@ -96,7 +99,7 @@ def decode_text(raw: bytes, path, base: int = 0, byte_base: int = 0) -> tuple[di
     ``raw`` may be the last part of a file read in chunks (stream.py): ``base`` events and
     ``byte_base`` bytes came before it, for the messages."""
     try:
-        return (*_decode(raw, path, base), [])
+        return _decode(raw, path, base)
     except (msgspec.DecodeError, RecursionError) as error:
         return _repaired(raw, path, error, base, byte_base)
 
@@ -114,7 +117,26 @@ def decode_events(text: bytes, path, base: int = 0) -> list:
                                f"({error}); fix or remove it") from None
 
 
-def _decode(raw: bytes, path, base: int = 0) -> tuple[dict, list]:
+# The top-level keys the loaders read, decoded whatever their size (their size is bounded by
+# stream.MAX_UNCUT_BYTES); any other key is kept in the meta only up to KEPT_VALUE_BYTES of
+# text: decoded, a few MiB of small strings or numbers are hundreds of MB of Python objects.
+READ_TOP_LEVEL_KEYS = ("nbprof", "deviceProperties", "distributedInfo", "baseTimeNanoseconds")
+KEPT_VALUE_BYTES = 1 << 20
+
+
+def top_level_values(top: dict) -> tuple[dict, list]:
+    """The top-level keys' values (``msgspec.Raw``) decoded, and a note for each left out."""
+    values, notes = {}, []
+    for key, value in top.items():
+        if len(value) > KEPT_VALUE_BYTES and key not in READ_TOP_LEVEL_KEYS:
+            notes.append(f"the file's top-level {key[:80]!r} ({size_text(len(value))} of text) "
+                         f"is not one nbprof reads and was left out")
+            continue
+        values[key] = msgspec.json.decode(value)
+    return values, notes
+
+
+def _decode(raw: bytes, path, base: int = 0) -> tuple[dict, list, list]:
     try:
         top = _TOP_LEVEL.decode(raw)
     except msgspec.ValidationError:  # not an object: maybe the bare list form
@@ -124,14 +146,16 @@ def _decode(raw: bytes, path, base: int = 0) -> tuple[dict, list]:
             raise TraceFormatError(f"{path}: {_NO_EVENTS}")
         events_json = top.pop("traceEvents")
     events = decode_events(events_json, path, base)
-    return {key: msgspec.json.decode(value) for key, value in top.items()}, events
+    values, notes = top_level_values(top)
+    return values, events, notes
 
 
 def _repaired(raw: bytes, path, error, base=0, byte_base=0) -> tuple[dict, list, list]:
     """The slow path, after the fast parse failed: the repairs a damaged file allows, each
     said in a note, or one TraceFormatError saying what is wrong."""
     notes = []
-    for _ in range(4):  # each repair at most once: junk after, bad UTF-8, lone surrogates
+    for _ in range(5):  # each repair at most once: junk after, bad UTF-8, lone surrogates,
+        # trailing commas
         if isinstance(error, RecursionError):
             raise TraceFormatError(f"{path}: its JSON nests too deep for a trace (lists or "
                                    f"objects inside each other thousands of levels down); it "
@@ -153,10 +177,14 @@ def _repaired(raw: bytes, path, error, base=0, byte_base=0) -> tuple[dict, list,
             if not count or any("surrogate" in note for note in notes):
                 break
             notes.append(SURROGATE_NOTE.format(count=count))
+        elif "trailing comma" in message and not any("trailing comma" in n for n in notes):
+            raw, count = without_trailing_commas(raw)
+            notes.append(COMMA_NOTE.format(count=count))
         else:
             return _closed(raw, path, error, notes, base)
         try:
-            return (*_decode(raw, path, base), notes)
+            data, events, left_out = _decode(raw, path, base)
+            return data, events, notes + left_out
         except (msgspec.DecodeError, RecursionError) as again:
             error = again
     raise TraceFormatError(f"{path}: {_NOT_JSON.format(error=error)}") from None
@@ -166,9 +194,10 @@ def _closed(raw: bytes, path, error, notes, base=0) -> tuple[dict, list, list]:
     """A trace cut off while it was written, read up to its last whole event."""
     for text, what in closed_arrays(raw):
         try:
-            data, events = _decode(text, path, base)
+            data, events, left_out = _decode(text, path, base)
         except (msgspec.DecodeError, RecursionError, TraceFormatError):
             continue
+        notes += left_out
         notes.append(f"the file {what}: the {base + len(events):,} whole events before the cut "
                      f"were loaded")
         return data, events, notes
@@ -247,6 +276,7 @@ class Slices:
     ts: np.ndarray  # float64 µs, as in the file
     dur: np.ndarray
     args: list  # dict (or whatever the file holds) or None
+    filled_ids: int = 0  # slices without a pid or tid, given Perfetto's (see _filled_ids)
 
 
 def x_slices(events, x_rows: np.ndarray, path, positions=None) -> Slices:
@@ -266,13 +296,18 @@ def x_slices(events, x_rows: np.ndarray, path, positions=None) -> Slices:
     fields = ("name", "cat", "pid", "tid")
     try:
         columns = _interned_fields(xs, fields)
+        if None in columns["pid"].table or None in columns["tid"].table:
+            filled = _filled_ids(xs)
+            columns = _interned_fields(xs, fields)
+        else:
+            filled = 0
     except TypeError:  # a list or an object where a string or a number belongs
         position, field = next((position, field) for position, x in enumerate(xs)
                                for field in fields if not hashable(getattr(x, field)))
         fail(position, f"has a {field} that is not a string or a number: "
                        f"{getattr(xs[position], field)!r}")
 
-    for field in ("name", "pid", "tid"):  # a null ts or dur becomes NaN, caught below
+    for field in ("name",):  # a null ts or dur becomes NaN, caught below
         column = columns[field]
         if None in column.table:
             fail(int(np.argmax(column.codes == column.table.index(None))), f"has no {field!r}")
@@ -291,7 +326,20 @@ def x_slices(events, x_rows: np.ndarray, path, positions=None) -> Slices:
         fail(int(negative[0]), f"has a negative duration ({xs[negative[0]].dur})")
     return Slices(name=_as_text(columns["name"]), cat=_as_text(columns["cat"]),
                   pid=_canonical(columns["pid"]), tid=_canonical(columns["tid"]),
-                  ts=numbers["ts"], dur=numbers["dur"], args=list(map(attrgetter("args"), xs)))
+                  ts=numbers["ts"], dur=numbers["dur"], args=list(map(attrgetter("args"), xs)),
+                  filled_ids=filled)
+
+
+def _filled_ids(xs: list) -> int:
+    """Give the slices without a pid or tid the ones Perfetto gives them: no tid, its
+    process's main thread (tid = pid); neither, pid 0 and tid 0. How many there were."""
+    filled = 0
+    for x in xs:
+        if x.tid is None or x.pid is None:
+            x.pid = 0 if x.pid is None else x.pid
+            x.tid = x.pid if x.tid is None else x.tid
+            filled += 1
+    return filled
 
 
 _NUMBER_TEXT = re.compile(r"\s*-?\d+(\.\d+)?([eE][-+]?\d+)?\s*")
@@ -359,11 +407,32 @@ def hashable(value) -> bool:
 
 
 def floats(xs: list, field: str) -> np.ndarray:
-    """The field of each slice as float64; NaN where it is not a number."""
+    """The field of each slice as float64; NaN where it is not a number (true and false are
+    not 1 and 0)."""
     try:
-        return np.fromiter(map(attrgetter(field), xs), np.float64, len(xs))
+        values = np.fromiter(map(attrgetter(field), xs), np.float64, len(xs))
     except (TypeError, ValueError):
         return np.array([number_or_nan(getattr(x, field)) for x in xs], np.float64)
+    # numpy reads true as 1.0: only the values 0 and 1 can have been booleans
+    maybe = np.flatnonzero((values == 0.0) | (values == 1.0))
+    if len(maybe):
+        kinds = np.fromiter(map(type, map(attrgetter(field), pick(xs, maybe))), object,
+                            len(maybe))
+        values[maybe[kinds == bool]] = np.nan
+    return values
+
+
+# A number written as JSON text writes it, and the forms Perfetto's importer also reads from
+# a string: a leading '+', leading zeros, no digit before or after the point ("+10.5", "050",
+# ".75", "246."). Not "1.5e", "+", "inf" or "nan" (which float() would take).
+_NUMERIC_TEXT = re.compile(r"\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*")
+
+
+def number_in_text(value) -> float:
+    """A counter's value: a number, or a string that holds one; NaN for anything else."""
+    if isinstance(value, str):
+        return float(value) if _NUMERIC_TEXT.fullmatch(value) else math.nan
+    return number_or_nan(value)
 
 
 def number_or_nan(value) -> float:

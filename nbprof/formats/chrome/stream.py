@@ -18,6 +18,12 @@ are said the same way.
 
 A chunk in the middle that is not valid JSON raises TraceFormatError naming the event's index
 (counted over the whole file) and its byte offset in the text.
+
+Memory is bounded by what is read, never by one token: text that finds no cut (one long event,
+the keys around the list) is scanned for its strings (squeezer: only then, so a good file pays
+nothing), and there a whitespace run outside strings is kept as one space, a string or a number
+longer than MAX_TOKEN_BYTES is an error naming its byte offset, and text that still finds no cut
+past MAX_UNCUT_BYTES is an error naming its event.
 """
 
 from __future__ import annotations
@@ -27,8 +33,8 @@ import re
 import msgspec
 
 from .rawfile import (MAX_LEADING_WHITESPACE, TraceFormatError, file_pieces, size_text,
-                      without_bad_utf8, without_lone_surrogates)
-from .read import SURROGATE_NOTE, UTF8_NOTE, decode_events, decode_text
+                      without_bad_utf8, without_lone_surrogates, without_trailing_commas)
+from .read import COMMA_NOTE, SURROGATE_NOTE, UTF8_NOTE, decode_events, decode_text, top_level_values
 
 # Text per chunk: per-chunk costs vanish, and its structs stay small. Python keeps the memory
 # of a chunk's structs (its allocator's arenas) for the rest of a load: at a 1.1 GB file 4 MiB
@@ -36,6 +42,20 @@ from .read import SURROGATE_NOTE, UTF8_NOTE, decode_events, decode_text
 CHUNK_BYTES = 1 << 21
 MAX_HEAD = 64 << 20  # traceEvents must open within this many bytes to stream
 MAX_CUT_TRIES = 16
+# One string or number longer than this is no trace (the longest real ones, call stacks, are
+# KiBs): refused, so that a hostile one (1 GiB in a 1 MB .gz) is not buffered whole.
+MAX_TOKEN_BYTES = 8 << 20
+# Text without a cut (one event, or the keys after the list: nbprof's block holds an int per
+# GPU slice) longer than this is refused; what msgspec builds of it stays well under 1 GB.
+MAX_UNCUT_BYTES = 32 << 20
+_WHITESPACE_RUN = 1 << 16  # outside strings, a longer run is kept as one space
+# What needs no look, skipped in C (possessive: no backtracking): short strings without
+# escapes, anything but a quote or whitespace, short whitespace runs. It stops before a string
+# with escapes or of 64 KiB, a run of over 4 KiB of whitespace, or a string open at the end.
+_PLAIN = re.compile(rb'(?:"[^"\\\n]{0,65536}+"|[^" \t\r\n]++|[ \t\r\n]{1,4096}+(?![ \t\r\n]))*+')
+# A string, to its closing quote or open to the end of the text.
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:(?P<closed>")|\\?\Z)', re.DOTALL)
+_BLANK = re.compile(rb'[ \t\r\n]++')
 _EVENTS_OPEN = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\s*,\s*\{")
 _AT_BYTE = re.compile(r"\(byte (\d+)\)")
@@ -53,30 +73,38 @@ class EventChunks:
         self.chunk_bytes = chunk_bytes or CHUNK_BYTES
         self.data: dict = {}
         self.notes: list = []
-        self.repaired = {"utf8": 0, "surrogates": 0}  # counts from the middle chunks
+        self.repaired = {"utf8": 0, "surrogates": 0, "commas": 0}  # from the middle chunks
         self.header = b"["
 
     def __iter__(self):
         pieces = file_pieces(self.path, self.max_bytes, self.progress)
         buffer = b""
         start = None
+        self._scan_from, self._dropped = 0, 0
         for piece in pieces:
-            buffer += piece
+            buffer = self._grown(buffer, piece)
             start = self._events_start(buffer)
-            if start is not None or len(buffer) > MAX_HEAD:
+            if start is not None:
                 break
         if start is None or start < 0:  # read whole, as any file that does not stream
-            yield from self._last(buffer + b"".join(pieces), 0, 0, whole=True)
+            for piece in pieces:
+                buffer = self._grown(buffer, piece)
+            yield from self._last(buffer, 0, 0, whole=True)
             return
-        consumed, base = start, 0  # text bytes before `buffer`; events before it
+        consumed, base = start + self._dropped, 0  # text bytes before `buffer`; events before it
         buffer = buffer[start:]
         # Pieces wait in a list and join the buffer once it holds `need` bytes: a chunk, and
         # after a failed cut (an event longer than the window searched) twice the window, so
         # the bytes are copied a bounded number of times however long that event is.
         waiting, waiting_bytes, need = [], 0, self.chunk_bytes
-        more = True
+        self._scan_from, self._dropped = 0, 0
+        more, uncut = True, False
         while more:
             while len(buffer) >= need:
+                if uncut:  # squeezed first: a blank run costs the cut's scan nothing
+                    buffer = self._squeezed(buffer, consumed, base, MAX_UNCUT_BYTES)
+                    if len(buffer) < need:
+                        break
                 cut = self._cut(buffer, consumed, base, need)
                 if cut is None:  # one event longer than a chunk: read on
                     blank = buffer[:MAX_LEADING_WHITESPACE + 1]  # a gzip of spaces: no trace
@@ -84,7 +112,9 @@ class EventChunks:
                         raise self._damaged(buffer[:1], "a run of over "
                                             f"{size_text(MAX_LEADING_WHITESPACE)} of whitespace "
                                             "where an event should be: no trace", consumed, base)
-                    need *= 2
+                    if uncut:
+                        need *= 2
+                    uncut = True
                     continue
                 events, rest_at = cut
                 count = len(events)
@@ -92,8 +122,9 @@ class EventChunks:
                 yield base, events
                 del events  # its structs hold the chunk's text (msgspec.Raw args): let both go
                 base += count
-                consumed += rest_at
+                consumed += rest_at + self._dropped
                 buffer, need = buffer[rest_at:], self.chunk_bytes
+                self._scan_from, self._dropped, uncut = 0, 0, False
             piece = next(pieces, None)
             more = piece is not None
             if more:
@@ -101,7 +132,87 @@ class EventChunks:
                 waiting_bytes += len(piece)
                 if len(buffer) + waiting_bytes >= need:
                     buffer, waiting, waiting_bytes = b"".join([buffer, *waiting]), [], 0
-        yield from self._last(b"".join([buffer, *waiting]), base, consumed)
+        tail = b"".join([buffer, *waiting])
+        del buffer, waiting
+        if len(tail) > self.chunk_bytes:  # its tokens are checked as a long event's are
+            tail = self._squeezed(tail, consumed, base, MAX_UNCUT_BYTES)
+        yield from self._last(tail, base, consumed)
+
+    def _grown(self, buffer: bytes, piece: bytes) -> bytes:
+        """``buffer + piece``, squeezed once it is past a chunk (text read whole: the keys
+        before the list, or a file that does not stream)."""
+        buffer += piece
+        if len(buffer) > self.chunk_bytes:
+            buffer = self._squeezed(buffer, 0, 0, MAX_HEAD, f"its 'traceEvents' list does not "
+                                    f"open within its first {size_text(MAX_HEAD)} of text")
+        return buffer
+
+    def _squeezed(self, text: bytes, consumed: int, base: int, limit: int,
+                  what: str | None = None) -> bytes:
+        """``text`` (which starts outside any string) with each long whitespace run outside
+        strings kept as one space; TraceFormatError for a string, number or word longer than
+        MAX_TOKEN_BYTES, or for more than ``limit`` bytes left. Scanning resumes where it
+        stopped (``self._scan_from``: a place outside strings) as the text grows."""
+        runs = []  # (start, end) of the whitespace runs to squeeze
+        # A blank run at the end (spaces between two events) is found by rstrip, in C; the
+        # scan stops before it (a string open there is scanned again when the text grows).
+        end_of_text = max(len(text.rstrip()), self._scan_from)
+        at, open_string = self._scan_from, None
+        while True:
+            at = _PLAIN.match(text, at, end_of_text).end()
+            if at == end_of_text:
+                if len(text) - at > _WHITESPACE_RUN:
+                    runs.append((at, len(text)))
+                break
+            if text[at] == 0x22:  # '"'
+                string = _STRING.match(text, at, end_of_text)
+                if string.end() - at > MAX_TOKEN_BYTES:
+                    raise self._too_long("string", consumed + self._dropped + at, base)
+                if string.start("closed") < 0:
+                    open_string = at  # still open: scanned again when it grows
+                    break
+                at = string.end()
+            else:
+                blank = _BLANK.match(text, at, end_of_text).end()
+                if blank - at > _WHITESPACE_RUN:
+                    runs.append((at, blank))
+                at = blank
+        if open_string is None:
+            # what follows the last bracket or comma may still grow (a number, a blank run):
+            # scanned again next time; a blank run at the end resumes from its kept space
+            resume = max(text.rfind(mark, self._scan_from) for mark in b"{}[],:\"") + 1
+            if runs and runs[-1][1] == len(text):
+                resume = runs[-1][0]
+            resume = max(resume, self._scan_from)
+        else:
+            resume = open_string
+        if runs:
+            parts, kept_from, old_resume = [], 0, resume
+            for start, end in runs:
+                parts.append(memoryview(text)[kept_from:start + 1])
+                kept_from = end
+                if end <= old_resume:
+                    resume -= end - start - 1
+            parts.append(memoryview(text)[kept_from:])
+            squeezed = b"".join(parts)
+            self._dropped += len(text) - len(squeezed)
+            text = squeezed
+        self._scan_from = resume
+        if open_string is None and len(text) - resume > MAX_TOKEN_BYTES:
+            # no bracket, comma or string in it: one number or word
+            raise self._too_long("number (or bare word)", consumed + self._dropped + resume, base)
+        if len(text) > limit:
+            what = what or (f"event {base:,} (from near byte {consumed:,} of the text), or what "
+                            f"follows it, runs over {size_text(limit)} without ending; no trace "
+                            f"event is that long")
+            raise TraceFormatError(f"{self.path}: {what}: the file is damaged or not a trace")
+        return text
+
+    def _too_long(self, kind: str, byte: int, base: int) -> TraceFormatError:
+        return TraceFormatError(
+            f"{self.path}: a {kind} longer than {size_text(MAX_TOKEN_BYTES)} starts near byte "
+            f"{byte:,} of the text (in or after event {base:,}); no trace holds one that long: "
+            f"the file is damaged or not a trace")
 
     def _events_start(self, buffer: bytes):
         """Where the first event's text begins in ``buffer``; None while more is needed; -1
@@ -120,9 +231,10 @@ class EventChunks:
                 top = {}
             else:
                 return -1
-            self.data = {key: msgspec.json.decode(value) for key, value in top.items()}
+            self.data, left_out = top_level_values(top)
         except (msgspec.DecodeError, RecursionError):
             return -1  # "traceEvents" inside a string, or keys that do not parse
+        self.notes += left_out
         self.header = _OBJECT_HEADER
         return found.end()
 
@@ -150,7 +262,8 @@ class EventChunks:
         repairs a whole file; None when the cut was not between events (the error is at its
         end)."""
         text = b"".join((b"[", memoryview(buffer)[:end], b"]"))  # one copy of the chunk
-        for _ in range(3):
+        self._commas_tried = False
+        for _ in range(4):
             try:
                 return decode_events(text, self.path, base)
             except RecursionError:
@@ -163,6 +276,10 @@ class EventChunks:
                 if "UTF-8" in message:
                     text, count = without_bad_utf8(text)
                     self.repaired["utf8"] += count
+                elif "trailing comma" in message and not self._commas_tried:
+                    text, count = without_trailing_commas(text)
+                    self.repaired["commas"] += count
+                    self._commas_tried = True
                 elif ("escape" in message or "surrogate" in message):
                     text, count = without_lone_surrogates(text)
                     if not count:
@@ -217,7 +334,8 @@ class EventChunks:
         """The notes, each repair counted once over the whole file: the middle chunks' and
         ``repaired``'s (the args') counts added to the last chunk's note where it has one."""
         notes = list(self.notes)
-        for kind, note in (("utf8", UTF8_NOTE), ("surrogates", SURROGATE_NOTE)):
+        for kind, note in (("utf8", UTF8_NOTE), ("surrogates", SURROGATE_NOTE),
+                           ("commas", COMMA_NOTE)):
             count = self.repaired[kind] + repaired.get(kind, 0)
             if not count:
                 continue

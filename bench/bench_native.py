@@ -1,0 +1,186 @@
+"""nbprof's native recorder (issue 19) against torch.profiler, CPU, side by side in one run.
+
+Prints (targets from issue 19, "Must reach"):
+1. in-loop overhead per op, native / torch.profiler (CPU activities, all threads): <= 0.5x,
+   beside the floor any observer pays: torch's callback machinery with a callback that records nothing,
+   for 20k ``x = x + 1`` and an MLP's forward+backward (nbprof's torch path beside, for scale);
+2. block exit -> summarised Trace (key_averages), 100k events: >= 30x faster than
+   torch.profiler's exit + events() + key_averages();
+3. a 10M-op block: peak memory added by profiling <= 200 B per op (VmHWM of a child process
+   against the same block unprofiled);
+4. first build (an empty cache) < 30 s, cached load < 0.1 s (child processes).
+
+Usage: .venv/bin/python bench/bench_native.py [--rounds N] [--big-ops N] [--skip-build]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+from torch._C._profiler import _ExperimentalConfig  # noqa: E402
+
+import nbprof  # noqa: E402
+from nbprof.record import native  # noqa: E402
+from bench.bench_record import ADD_OPS, add_loop, cpu_clock, in_loop_overhead, mlp_loop  # noqa: E402
+from kernels.train_mlp import make_model  # noqa: E402
+
+
+def torch_all_threads():
+    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                  experimental_config=_ExperimentalConfig(profile_all_threads=True))
+
+
+@contextlib.contextmanager
+def machinery_only():
+    """torch's RecordFunction machinery with a callback that records nothing: any observer's floor."""
+    library = native.load()
+    library.start(machinery_only=True)
+    try:
+        yield
+    finally:
+        library.stop()
+
+
+PROFILERS = {"none": contextlib.nullcontext, "torch.profiler": torch_all_threads,
+             "machinery only": machinery_only,
+             "native": lambda: nbprof.profile(cuda=False, recorder="native"),
+             "nbprof torch path": lambda: nbprof.profile(cuda=False, recorder="torch")}
+
+
+def events_of(workload) -> int:
+    with nbprof.profile(cuda=False, recorder="native") as prof:
+        workload()
+    return len(prof.trace)
+
+
+def overhead(label, workload, rounds) -> float:
+    events = events_of(workload)
+    best = in_loop_overhead(workload, rounds, PROFILERS)
+    none = best["none"]
+    per = {name: (seconds - none) / events * 1e9 for name, seconds in best.items()}
+    ratio = per["native"] / per["torch.profiler"]
+    print(f"{label} ({events} events, best of {rounds}): no profiler {none / events * 1e9:.0f} "
+          f"ns/event; overhead torch.profiler +{per['torch.profiler']:.0f} ns, native "
+          f"+{per['native']:.0f} ns (of which torch's callback machinery alone "
+          f"+{per['machinery only']:.0f} ns), nbprof torch path +{per['nbprof torch path']:.0f} ns "
+          f"-> native/torch.profiler = {ratio:.2f}x (target <= 0.5x)")
+    return ratio
+
+
+def exit_to_summary(rounds) -> float:
+    def torch_run():
+        with torch_all_threads() as prof:
+            add_loop()
+            left = cpu_clock()
+        prof.key_averages()
+        return cpu_clock() - left, len(prof.events())
+
+    def native_run():
+        with nbprof.profile(cuda=False, recorder="native") as prof:
+            add_loop()
+            left = cpu_clock()
+        prof.trace.key_averages()
+        return cpu_clock() - left, len(prof.trace)
+
+    theirs, ours = [], []
+    for _ in range(rounds):
+        gc.collect()
+        theirs.append(torch_run())
+        gc.collect()
+        ours.append(native_run())
+    (torch_s, torch_n), (ours_s, ours_n) = min(theirs), min(ours)
+    print(f"exit -> summarised trace, {ADD_OPS} x = x + 1 (best of {rounds}): torch.profiler "
+          f"{torch_n} events in {torch_s:.3f} s; native {ours_n} events in {ours_s:.4f} s "
+          f"-> {torch_s / ours_s:.1f}x faster (target >= 30x)")
+    return torch_s / ours_s
+
+
+_BIG = """
+import sys, torch, nbprof
+sys.path.insert(0, {root!r})
+from bench.bench_record import add_loop
+iterations, profiled = {iterations}, {profiled}
+with nbprof.profile(cuda=False, recorder="native"):  # both runs: the same modules and caches
+    add_loop(1000)
+if profiled:
+    with nbprof.profile(cuda=False, recorder="native") as prof:
+        add_loop(iterations)
+    events = len(prof.trace)
+else:
+    add_loop(iterations)
+    events = 0
+peak = [line for line in open("/proc/self/status") if line.startswith("VmHWM")][0].split()[1]
+print(events, int(peak) * 1024)
+"""
+
+
+def big_block(iterations) -> float:
+    runs = {}
+    for profiled in (False, True):
+        code = _BIG.format(root=str(ROOT), iterations=iterations, profiled=profiled)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        if done.returncode:
+            print(done.stderr[-2000:])
+            raise SystemExit("the big block failed")
+        runs[profiled] = tuple(map(int, done.stdout.split()[-2:]))
+    events, peak = runs[True]
+    added = (peak - runs[False][1]) / events
+    print(f"{events:,} events in one block: peak RSS {peak / 2**20:.0f} MiB against "
+          f"{runs[False][1] / 2**20:.0f} MiB unprofiled -> {added:.0f} B per event added "
+          f"(target <= 200)")
+    return added
+
+
+_LOAD = """
+import time, torch
+from nbprof.record import native
+start = time.perf_counter()
+library = native.load()
+print(time.perf_counter() - start, library is not None)
+"""
+
+
+def build_and_load() -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "NBPROF_NATIVE_CACHE": cache}
+        for label in ("first build (empty cache)", "cached load"):
+            done = subprocess.run([sys.executable, "-c", _LOAD], capture_output=True, text=True,
+                                  env=env)
+            seconds, ok = done.stdout.split()[-2:]
+            print(f"{label}: {float(seconds):.3f} s wall, built={ok} (targets: build < 30 s, "
+                  "cached load < 0.1 s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--big-ops", type=int, default=10_000_000, help="events of the big block")
+    parser.add_argument("--skip-build", action="store_true")
+    options = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; CPU time of this process")
+    overhead(f"{ADD_OPS} x = x + 1", add_loop, options.rounds)
+    model = make_model(width=64, device="cpu")
+    inputs = torch.randn(32, 64)
+    overhead("MLP forward+backward x 100", lambda: mlp_loop(model, inputs, 100), options.rounds)
+    exit_to_summary(max(3, options.rounds // 2))
+    big_block(options.big_ops // 5)  # x = x + 1 records 5 events
+    if not options.skip_build:
+        build_and_load()
+
+
+if __name__ == "__main__":
+    main()

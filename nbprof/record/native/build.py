@@ -1,0 +1,186 @@
+"""Compile the native observer on first use, into a cache keyed by everything its .so depends on.
+
+One translation unit against ATen's record_function.h, called through a plain C ABI (ctypes): a
+single compiler call, ~4 s of CPU, no pybind11, no torch/extension.h (18 s of headers) and no
+ninja (nothing to schedule for one file). torch's own extension cache is not keyed by torch's
+version and ninja does not track torch's headers, so a torch upgrade would silently reuse a
+stale .so that reads RecordFunction through inline accessors: the key here is torch's version
+and git hash, its C++ ABI, Python's version, the compiler and a hash of the sources and flags.
+
+Nothing here imports torch: :func:`start_background_build` runs at ``import nbprof`` (a thread
+that waits on the compiler, which runs in its own process and finishes, renaming its
+finished library into place, even if Python exits first), and :func:`library_path` awaits it at the first profile. Where it cannot build,
+:func:`library_path` returns None and :data:`why_not` says what to install, in one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+# Every native source, in one place: the build compiles the .cpp files and keys on all of them.
+SOURCES = ("observer.cpp", "observer.h", "memory.cpp", "memory.h")
+LIBRARY = "libnbprof_observer.so"
+# -DNDEBUG as torch's release builds: its headers' debug-only checks read fields the release
+# library never sets (RecordFunction::inputs() would fail "outside the start callback").
+FLAGS = ("-O2", "-DNDEBUG", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-Wno-attributes")
+
+_lock = threading.Lock()
+_thread: threading.Thread | None = None
+_result: Path | None = None
+why_not = ""  # one line: why the native observer is not available
+build_seconds: float | None = None  # the last compile's wall time here (None: found in the cache)
+
+
+def torch_dir() -> Path | None:
+    """torch's package folder, found without importing torch (seconds, and ~300 MB)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def torch_identity(torch_path: Path) -> str:
+    """torch's version and git hash, read from its version.py (the text that import would run)."""
+    text = (torch_path / "version.py").read_text()
+    lines = [line for line in text.splitlines()
+             if line.startswith(("__version__", "git_version", "cuda", "hip"))]
+    return ";".join(lines)
+
+
+def cxx11_abi(torch_path: Path) -> int:
+    """torch's _GLIBCXX_USE_CXX11_ABI, from its libc10 symbols (the new ABI mangles
+    ``__cxx11``): importing torch to ask torch._C would cost the importer seconds."""
+    library = torch_path / "lib" / "libc10.so"
+    return int(b"__cxx11" in library.read_bytes())
+
+
+def compiler() -> list[str]:
+    return shlex.split(os.environ.get("CXX") or "c++")
+
+
+def cache_root() -> Path:
+    base = os.environ.get("NBPROF_NATIVE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "nbprof", "native")
+    return Path(base)
+
+
+def cache_key(torch_path: Path) -> str:
+    digest = hashlib.sha256()
+    for part in (torch_identity(torch_path), f"abi={cxx11_abi(torch_path)}",
+                 f"python={sys.version_info[:2]}", " ".join(compiler()), " ".join(FLAGS)):
+        digest.update(part.encode() + b"\0")
+    for source in SOURCES:
+        digest.update((HERE / source).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def compile_command(torch_path: Path, output: Path) -> list[str]:
+    include, lib = torch_path / "include", torch_path / "lib"
+    return [*compiler(), *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi(torch_path)}",
+            "-isystem", str(include), *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
+            "-L", str(lib), "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}", "-o", str(output)]
+
+
+def _why_build_failed(command: list[str], output: str) -> str:
+    tail = " ".join(output.strip().splitlines()[-1:])[:200]
+    if shutil.which(command[0]) is None:
+        return (f"no C++ compiler ({command[0]!r} not found): install g++ (e.g. apt-get install "
+                "g++) or set CXX")
+    if "record_function.h" in output and "No such file" in output:
+        return "torch's C++ headers are missing (torch/include): reinstall torch from a wheel"
+    if "error:" in output:
+        return f"this torch's RecordFunction API differs ({tail}): update nbprof or torch"
+    return f"the compiler failed ({' '.join(command[:1])}: {tail or 'no output'}): install g++"
+
+
+def _build() -> Path | None:
+    global why_not, build_seconds
+    torch_path = torch_dir()
+    if torch_path is None or not (torch_path / "include" / "ATen" / "record_function.h").exists():
+        why_not = "torch's C++ headers were not found (torch/include): reinstall torch"
+        return None
+    target = cache_root() / cache_key(torch_path) / LIBRARY
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{LIBRARY}.{os.getpid()}.{threading.get_ident()}")
+    command = compile_command(torch_path, partial)
+    # The shell renames the finished file itself: a process that exits mid-build (a short CLI
+    # command; this thread is a daemon) still leaves a whole library in the cache, never a
+    # half one. Another process building the same key writes the same bytes.
+    script = f"{shlex.join(command)} && mv -f {shlex.quote(str(partial))} {shlex.quote(str(target))}"
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                              errors="replace")
+    except OSError as error:
+        why_not = _why_build_failed(command, str(error))
+        return None
+    if done.returncode != 0 or not target.exists():
+        partial.unlink(missing_ok=True)
+        why_not = _why_build_failed(command, done.stderr + done.stdout)
+        return None
+    build_seconds = time.perf_counter() - started
+    return target
+
+
+def _run() -> None:
+    global _result
+    try:
+        _result = _build()
+    except Exception as error:  # noqa: BLE001  a build must never break an import
+        globals()["why_not"] = f"the native observer's build failed: {error}"
+
+
+def start_background_build() -> None:
+    """Start building (or finding) the library in a thread; returns at once. Idempotent."""
+    global _thread
+    if os.environ.get("NBPROF_NATIVE") == "0":
+        return
+    with _lock:
+        if _thread is None:
+            _thread = threading.Thread(target=_run, name="nbprof-native-build", daemon=True)
+            _thread.start()
+
+
+# A cached library is found in milliseconds; a profile waits this long at most for a compile
+# still running (first use, ~5-15 s) unless the native recorder was required.
+FIRST_PROFILE_WAIT_S = 2.0
+STILL_BUILDING = "it is still being compiled (first use, ~5-15 s; the next profile uses it)"
+
+
+def library_path(wait: bool = True) -> Path | None:
+    """The compiled library; None if it could not build (then :data:`why_not` says why) or,
+    with ``wait=False``, if its first compile is still running after a short wait."""
+    start_background_build()
+    if _thread is None:
+        globals()["why_not"] = "NBPROF_NATIVE=0 is set"
+        return None
+    _thread.join(None if wait else FIRST_PROFILE_WAIT_S)
+    if _thread.is_alive():
+        return None
+    return _result
+
+
+def still_building() -> bool:
+    return _thread is not None and _thread.is_alive()
+
+
+def forget() -> None:
+    """Forget this process's build, so that the next :func:`library_path` builds or looks up
+    again (tests: a changed CXX, source or cache folder)."""
+    global _thread, _result, why_not, build_seconds
+    with _lock:
+        if _thread is not None:
+            _thread.join()
+        _thread, _result, why_not, build_seconds = None, None, "", None

@@ -1,0 +1,48 @@
+// The C ABI between observer.cpp and native/records.py (ctypes): keep both in step, and bump
+// NBP_ABI_VERSION with any change (the build's cache key includes this file anyway).
+#pragma once
+#include <cstdint>
+
+#define NBP_ABI_VERSION 2
+// The build hides every other symbol (-fvisibility=hidden): only these are the ABI.
+#define NBP_API __attribute__((visibility("default")))
+
+extern "C" {
+
+// Where nbp_fetch writes: one row per record, plus per-thread and name tables. The caller sizes
+// every array from nbp_stop(), nbp_thread_count(), nbp_names_size() and nbp_shapes_size().
+struct NbpColumns {
+  int64_t* start_ns;       // Unix-epoch ns (torch's profilers' clock)
+  int64_t* end_ns;         // = start where the op had not ended
+  int32_t* thread;         // index into the thread tables
+  int32_t* name;           // index into the names (all threads' tables, one after the other)
+  int64_t* seq;            // sequence number (-1: none)
+  int64_t* fwd_tid;        // forward op's RecordFunction thread id (backward nodes), else 0
+  uint16_t* depth;
+  uint8_t* scope;          // at::RecordScope
+  uint8_t* flags;          // see Flags in observer.cpp
+  int64_t* thread_os_tid;  // per thread
+  int64_t* thread_rf_tid;  // per thread: RecordFunction's small id
+  char* names;             // NUL-terminated names, back to back
+  int64_t* shapes;         // shape streams of all threads (null: not wanted)
+  int64_t* shapes_base;    // per thread: its stream's offset in shapes
+  int64_t* shape_row;      // per record with shapes: its row
+  int64_t* shape_at;       // ... and where its shapes start in shapes
+  int64_t shape_rows;      // capacity of shape_row / shape_at
+  int64_t threads;         // out: threads written
+  int64_t name_count;      // out: names written
+};
+
+NBP_API int nbp_abi_version();
+NBP_API const char* nbp_last_error();
+// machinery_only: the callback is registered and returns at once (what torch's RecordFunction
+// machinery costs alone, the floor of any observer; benchmarks)
+NBP_API int nbp_start(int record_shapes, int machinery_only);
+NBP_API int64_t nbp_stop();
+NBP_API int64_t nbp_thread_count();
+NBP_API int64_t nbp_names_size();
+NBP_API int64_t nbp_shapes_size(int64_t* per_thread, int64_t* records_with_shapes);
+NBP_API int64_t nbp_fetch(NbpColumns* out, int64_t capacity);
+NBP_API void nbp_release();
+NBP_API int64_t nbp_retained_bytes();
+}

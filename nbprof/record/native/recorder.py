@@ -1,0 +1,66 @@
+"""The native observer as one of ``nbprof.profile``'s recorders (the same start/stop as the
+torch ones), and the choice between it and torch's path."""
+
+from __future__ import annotations
+
+from . import build, load, memory_records, why_not
+from .records import ABI_VERSION
+
+RECORDERS = ("auto", "native", "torch")
+NOTE_WITH_STACK = ("with_stack: recorded through torch's profiler (the native recorder does "
+                   "not record Python frames yet).")
+
+
+class NativeRecorder:
+    """Every thread's ops through nbprof's own RecordFunction observer."""
+
+    all_threads = True
+
+    def __init__(self, library, *, record_shapes: bool = False, memory: bool = False):
+        self.library = library
+        self.record_shapes = record_shapes
+        self.memory = memory and memory_records.has_memory(library)
+        self.memory_records = None  # what the memory reporter read at the stop
+
+    def start(self) -> None:
+        if memory_records.has_memory(self.library):
+            memory_records.enable(self.library, self.memory)
+        self.library.start(self.record_shapes)
+
+    def pause_memory(self, paused: bool) -> None:
+        memory_records.pause(self.library, paused)
+
+    def stop(self):
+        records = self.library.stop()
+        if self.memory:
+            self.memory_records = memory_records.read(self.library)
+        return records
+
+    def meta(self) -> dict:
+        return {"recorder": "native",
+                "native": {"abi": ABI_VERSION, "library": self.library.path,
+                           "build_seconds": build.build_seconds}}
+
+
+def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memory: bool = False):
+    """(NativeRecorder, "") where the native recorder records this profile; else (None, the
+    one-line note saying why torch's path records it). ``recorder="native"`` raises instead."""
+    if recorder not in RECORDERS:
+        raise ValueError(f"recorder must be one of {', '.join(map(repr, RECORDERS))}, "
+                         f"not {recorder!r}")
+    if recorder == "torch":
+        return None, ""
+    if with_stack:
+        if recorder == "native":
+            raise ValueError("recorder='native' cannot record with_stack yet: use "
+                             "recorder='auto' (torch's profiler records it) or drop with_stack")
+        return None, NOTE_WITH_STACK
+    library = load(wait=recorder == "native")
+    if library is None:
+        reason = why_not()
+        if recorder == "native":
+            raise RuntimeError(f"recorder='native': nbprof's native recorder is not available "
+                               f"here: {reason}")
+        return None, f"Recorded through torch's profiler: nbprof's native recorder is not " \
+                     f"available ({reason})."
+    return NativeRecorder(library, record_shapes=record_shapes, memory=memory), ""

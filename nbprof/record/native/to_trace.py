@@ -1,0 +1,107 @@
+"""Native records -> :class:`nbprof.Trace`, in numpy: no Python object per op.
+
+Pure: no torch, no clocks. Names are interned across the threads' tables (each thread keeps its
+own), nbprof's own ranges (``nbprof::``, the overhead calibration) are left out, and each thread
+table entry becomes a lane (the starting thread first, as on the Kineto path). Backward nodes
+carry their link to the forward op as args (``Sequence number``, ``Fwd thread id``: Kineto's
+names), as do the forward ops they link to.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...model import Thread, Trace
+from ..convert import CPU_CATEGORIES, PROFILER_RANGE_PREFIX
+from .records import FLAG_ASYNC, FLAG_ENDED, FLAG_OTHER_THREAD, SCOPE_BACKWARD, SCOPE_FUNCTION, \
+    SCOPE_USER, NativeRecords
+
+
+def _interned(records: NativeRecords):
+    """Global name ids for the per-thread name ids, the names, and which ids are nbprof's own."""
+    table: dict[str, int] = {}
+    remap = np.fromiter((table.setdefault(name, len(table)) for name in records.names),
+                        np.int32, len(records.names))
+    names = list(table)
+    own = np.fromiter((name.startswith(PROFILER_RANGE_PREFIX) for name in names), np.bool_,
+                      len(names))
+    return remap, names, own
+
+
+def _lanes(records: NativeRecords, keep: np.ndarray, thread_names: dict, pid: int,
+           first_tid: int | None):
+    """Lane per thread table entry (entries of one OS thread share it) and the Thread list,
+    for the threads with rows kept (one that ran only nbprof's own ranges has no lane)."""
+    count = len(records.os_tids)
+    # the rows come thread after thread (observer.cpp's read): counts without a pass over them
+    rows = np.diff(np.searchsorted(records.thread, np.arange(count + 1)))
+    rows -= np.bincount(records.thread[~keep], minlength=count)[:count]
+    tids = [int(tid) for tid in records.os_tids]
+    ordered = sorted({tid for tid, kept in zip(tids, rows.tolist()) if kept})
+    if first_tid in ordered:
+        ordered.remove(first_tid)
+        ordered.insert(0, first_tid)
+    lane_of_tid = {tid: lane for lane, tid in enumerate(ordered)}
+    lane = np.array([lane_of_tid.get(tid, 0) for tid in tids], np.int32)
+    threads = [Thread(pid, tid, thread_names.get(tid, f"thread {tid}")) for tid in ordered]
+    return lane, threads
+
+
+def _backward_links(records: NativeRecords, keep: np.ndarray) -> dict:
+    """Args for backward nodes and the forward ops they come from: a backward node's
+    (forward thread, sequence number) is its forward op's (thread, sequence number)."""
+    scope, seq = records.scope, records.seq
+    backward = np.flatnonzero(keep & (scope == SCOPE_BACKWARD) & (seq >= 0))
+    if not len(backward):
+        return {}
+    rf_tid = records.rf_tids[records.thread]
+    forward = np.flatnonzero(keep & (scope == SCOPE_FUNCTION) & (seq >= 0))
+    wanted = np.unique(np.stack([records.fwd_tid[backward], seq[backward]], axis=1), axis=0)
+    keys = np.stack([rf_tid[forward], seq[forward]], axis=1)
+    linked = forward[np.isin(keys[:, 0] * (1 << 40) + keys[:, 1],
+                             wanted[:, 0] * (1 << 40) + wanted[:, 1])]
+    args = {int(row): {"Sequence number": int(seq[row])} for row in linked}
+    args.update({int(row): {"Sequence number": int(seq[row]),
+                            "Fwd thread id": int(records.fwd_tid[row])} for row in backward})
+    return args
+
+
+def native_records_to_trace(records: NativeRecords, *, base_time_ns: int, thread_names: dict,
+                            pid: int, first_tid: int | None = None,
+                            meta: dict | None = None) -> Trace:
+    """A Trace of the native records: times from ``base_time_ns``, nbprof's own ranges left
+    out, ops still open at stop with no length and counted in ``meta["notes"]``."""
+    meta = dict(meta or {})
+    meta["base_time_ns"] = int(base_time_ns)
+    notes = meta.setdefault("notes", [])
+    if not len(records):
+        return Trace.empty(meta)
+    remap, names, own = _interned(records)
+    name_id = remap[records.name]
+    keep = ~own[name_id]
+    open_ops = int((keep & ((records.flags & FLAG_ENDED) == 0)).sum())
+    if open_ops:
+        notes.append(f"{open_ops} ops had not ended when profiling stopped: shown with no length.")
+    crossed = int((keep & ((records.flags & (FLAG_ASYNC | FLAG_OTHER_THREAD)) != 0)).sum())
+    if crossed:
+        meta["async_ranges"] = crossed
+    lane, threads = _lanes(records, keep, thread_names, pid, first_tid)
+    args = _backward_links(records, keep)
+    shapes = records.shapes
+    rows = slice(None)  # every row: no copies of a 10M-row profile's columns
+    if not keep.all():
+        rows = np.flatnonzero(keep)
+        new_row = np.cumsum(keep) - 1
+        args = {int(new_row[row]): value for row, value in args.items() if keep[row]}
+        shapes = {int(new_row[row]): value for row, value in shapes.items() if keep[row]}
+    category = (records.scope[rows] == SCOPE_USER).astype(np.uint8)  # 1: user_annotation
+    name_id = (np.cumsum(~own, dtype=np.int32) - 1)[name_id[rows]]  # own names leave the table
+    names = [name for name, is_own in zip(names, own.tolist()) if not is_own]
+    # in place: the records are the caller's to drop, and a 10M-op profile's peak counts copies
+    records.start_ns.__isub__(base_time_ns)
+    records.end_ns.__isub__(base_time_ns)
+    return Trace.build(
+        start_ns=records.start_ns[rows], end_ns=records.end_ns[rows],
+        thread=lane[records.thread[rows]], name_id=name_id, names=names, threads=threads,
+        category=category, categories=CPU_CATEGORIES, meta=meta, event_args=args or None,
+        shapes=shapes)

@@ -1,0 +1,154 @@
+"""Recording memory: ``nbprof.profile(memory=True)`` through the native recorder's memory reporter
+(every thread's allocations and frees), ``%%cudaprof --memory``, ``nbprof run --memory``, and the
+torch path, which records none and says why."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import nbprof
+from nbprof.model import NO_ID
+from nbprof.notebook.args import parse_options
+from nbprof.record import native
+from nbprof.record.profiler import NOTE_NO_MEMORY
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def native_library():
+    library = native.load()
+    if library is None:
+        pytest.skip(f"the native recorder does not build here: {native.why_not()}")
+    return library
+
+
+def known_workload():
+    """64 MiB made in phase_alloc and freed in phase_free; a second 64 MiB in phase_peak's
+    aten::add (the peak); a worker thread that allocates 4 MiB; a free outside any op."""
+    def worker():
+        with torch.profiler.record_function("worker_range"):
+            w = torch.ones(MIB)
+            del w
+
+    with torch.profiler.record_function("phase_alloc"):
+        a = torch.ones(16 * MIB)
+        small = torch.ones(1000)
+    with torch.profiler.record_function("phase_peak"):
+        b = a + 1
+    with torch.profiler.record_function("phase_free"):
+        del a, b
+    thread = threading.Thread(target=worker, name="allocating worker")
+    thread.start()
+    thread.join()
+    del small  # outside any op: a Python del
+
+
+@pytest.fixture(scope="module")
+def recorded(native_library):
+    with nbprof.profile(memory=True, cuda=False) as prof:
+        known_workload()
+    return prof.trace
+
+
+def name_of(trace, op):
+    return trace.names[trace.name_id[op]] if op >= 0 else None
+
+
+def test_the_peak_is_the_two_64_mib_blocks_at_aten_add(recorded):
+    assert recorded.meta["recorder"] == "native"
+    peak = recorded.memory_peak()
+    assert peak["device"].tolist() == ["CPU"]
+    assert 128 * MIB + 4000 <= peak["peak_bytes"][0] < 128 * MIB + 64 * 1024  # + small's 4000 B
+    assert peak["op"][0] == "aten::add"
+    holders = recorded.memory_holders()
+    held = dict(zip(holders["call_path"], holders["bytes"]))
+    assert held["phase_peak > aten::add"] == 64 * MIB
+    assert held["phase_alloc > aten::ones > aten::empty"] == 64 * MIB + 4000  # with small
+
+
+def test_the_workers_allocations_are_on_its_lane_in_its_op(recorded):
+    lanes = [thread.name for thread in recorded.threads]
+    worker = lanes.index("allocating worker")
+    memory = recorded.memory
+    rows = np.flatnonzero(memory.thread == worker)
+    assert memory.bytes[rows].tolist() == [4 * MIB, -4 * MIB]
+    assert name_of(recorded, memory.op[rows[0]]) == "aten::empty"
+    assert name_of(recorded, recorded.parent[recorded.parent[memory.op[rows[0]]]]) == "worker_range"
+
+
+def test_frees_pair_with_their_allocations_and_a_del_is_outside_any_op(recorded):
+    memory = recorded.memory
+    partner = memory.partners()
+    made = np.flatnonzero(memory.bytes == 64 * MIB)
+    assert [name_of(recorded, memory.op[partner[row]]) for row in made] == ["phase_free"] * 2
+    assert memory.addr[partner[made]].tolist() == memory.addr[made].tolist()
+    small = np.flatnonzero(memory.bytes == -4000)
+    assert len(small) == 1 and memory.op[small[0]] == NO_ID and partner[small[0]] != NO_ID
+
+
+def test_a_torch_profiler_starts_on_a_thread_that_recorded_memory_before(native_library):
+    go, ran, out = threading.Event(), threading.Event(), {}
+
+    def worker():
+        torch.ones(100) + 1  # an op in the session: this thread's allocations were reported
+        ran.set()
+        go.wait()
+        try:
+            with torch.profiler.profile(profile_memory=True) as prof:
+                torch.ones(10)
+            out["events"] = len(prof.events())
+        except RuntimeError as error:
+            out["error"] = str(error)
+
+    with nbprof.profile(memory=True, cuda=False) as prof:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        ran.wait()
+    go.set()
+    thread.join()
+    assert "error" not in out and out["events"] > 0
+    assert (prof.trace.memory.bytes == 400).sum() == 2  # torch.ones(100) and its + 1
+    assert not torch.autograd._profiler_enabled()
+
+
+def test_the_torch_path_records_no_memory_and_says_why():
+    with nbprof.profile(memory=True, recorder="torch") as prof:
+        x = torch.ones(1 << 20)
+        del x
+    assert len(prof.trace.memory) == 0
+    assert NOTE_NO_MEMORY in prof.trace.meta["notes"]
+
+
+def test_without_memory_nothing_is_recorded_and_nothing_is_said():
+    with nbprof.profile() as prof:
+        torch.ones(1000) + 1
+    assert len(prof.trace.memory) == 0
+    assert NOTE_NO_MEMORY not in prof.trace.meta["notes"]
+
+
+def test_the_magic_takes_memory():
+    assert parse_options("--memory").memory and not parse_options("").memory
+
+
+def test_nbprof_run_memory_writes_the_scripts_allocations(native_library, tmp_path, capsys):
+    from nbprof.cli.main import main
+
+    script = tmp_path / "allocate.py"
+    script.write_text("import torch\nx = torch.ones(1 << 20)\ny = x * 2\n")
+    trace_path = tmp_path / "t.json"
+    assert main(["run", "-o", str(tmp_path / "p.html"), "--trace", str(trace_path), "--memory",
+                 str(script)]) == 0
+    trace = nbprof.load(trace_path)
+    assert trace.memory_peak()["peak_bytes"].tolist()[0] >= 8 * MIB
+    assert "nbprof_memory" in (tmp_path / "p.html").read_text()  # the page has the memory lane
+
+
+def test_the_overhead_includes_the_memory_recording_and_its_calibration_is_left_out(recorded):
+    overhead = recorded.meta["overhead"]
+    assert overhead["per_memory_event_ns"] > 0
+    assert overhead["memory_events"] == int((recorded.memory.thread == 0).sum()) > 0
+    # the calibration's storages (64 B each, outside any op) are not the workload's
+    assert not ((recorded.memory.bytes == 64) & (recorded.memory.op == NO_ID)).any()

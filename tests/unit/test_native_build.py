@@ -1,0 +1,73 @@
+"""The native observer's build: its cache key, the fallback where it cannot build, and a first
+profile that does not wait for a compile still running."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+import nbprof
+from nbprof.record import native
+from nbprof.record.native import build
+
+
+@pytest.fixture
+def fresh_build(tmp_path, monkeypatch):
+    """A build that starts over in an empty cache; the process's own comes back afterwards."""
+    native.forget()
+    monkeypatch.setenv("NBPROF_NATIVE_CACHE", str(tmp_path / "cache"))
+    yield tmp_path
+    native.forget()
+
+
+def test_a_changed_source_or_torch_version_changes_the_cache_folder(tmp_path, monkeypatch):
+    torch_path = build.torch_dir()
+    before = build.cache_key(torch_path)
+    copy = tmp_path / "native"
+    shutil.copytree(build.HERE, copy)
+    monkeypatch.setattr(build, "HERE", copy)
+    assert build.cache_key(torch_path) == before
+    (copy / "observer.cpp").write_text((copy / "observer.cpp").read_text() + "\n// changed\n")
+    after_source = build.cache_key(torch_path)
+    identity = build.torch_identity(torch_path)
+    monkeypatch.setattr(build, "torch_identity",
+                        lambda path: identity.replace(torch.__version__, "9.9.9"))
+    after_torch = build.cache_key(torch_path)
+    assert len({before, after_source, after_torch}) == 3
+    assert torch.__version__ in identity and "git_version" in identity
+
+
+def test_no_compiler_falls_back_to_torch_with_a_note_that_says_what_to_install(fresh_build,
+                                                                               monkeypatch):
+    monkeypatch.setenv("CXX", "false")
+    with nbprof.profile(cuda=False) as prof:
+        torch.ones(2) + 1
+    meta = prof.trace.meta
+    assert meta["recorder"] == "torch" and "aten::add" in prof.trace.names
+    [note] = [note for note in meta["notes"] if "native recorder" in note]
+    assert "g++" in note
+    with pytest.raises(RuntimeError, match="g\\+\\+"):
+        with nbprof.profile(recorder="native", cuda=False):
+            pass
+    assert not nbprof.record.profiler.is_active()
+
+
+def test_a_compile_still_running_does_not_hold_up_the_first_profile(fresh_build, monkeypatch):
+    release = fresh_build / "release"
+    slow = fresh_build / "slow-cxx"  # a compiler that finishes only when the test says so
+    slow.write_text(f"#!/bin/sh\nwhile [ ! -e {release} ]; do sleep 0.05; done\nexit 1\n")
+    slow.chmod(0o755)
+    monkeypatch.setenv("CXX", str(slow))
+    monkeypatch.setattr(build, "FIRST_PROFILE_WAIT_S", 0.1)
+    build.start_background_build()
+    try:
+        with nbprof.profile(cuda=False) as prof:
+            torch.ones(2) + 1
+        assert build.still_building()
+        assert prof.trace.meta["recorder"] == "torch" and "aten::add" in prof.trace.names
+        assert any(build.STILL_BUILDING in note for note in prof.trace.meta["notes"])
+    finally:
+        release.touch()
+    assert build.library_path() is None and "compiler failed" in build.why_not
