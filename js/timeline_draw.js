@@ -17,14 +17,16 @@ function firstInView(S, lo, hi, x0) {
 }
 
 // Calls emit(row, first, count, left, right, busy, longest) for each bar of rows in [x0, x1] at
-// nsPerPx; busy is the summed duration of a block's events (its shading says how full it is),
-// longest the entry of its longest event (what its label names).
-function sweep(S, rows, x0, x1, nsPerPx, minRealPx, emit) {
+// nsPerPx; busy is the time a block's events cover (the union: its shading says how full it is),
+// longest the entry of its longest event (what its label names). A block never runs past the
+// maxBlockPx column of the grid it starts in.
+function sweep(S, rows, x0, x1, nsPerPx, minRealPx, maxBlockPx, emit) {
   const {start, dur, rowStart} = S;
   const minDur = S.minDuration, realNs = minRealPx * nsPerPx, gapNs = MERGE_GAP_PX * nsPerPx;
+  const chunkNs = maxBlockPx * nsPerPx;
   for (const r of rows) {
     const hi = rowStart[r + 1];
-    let first = -1, count = 0, blockStart = 0, blockEnd = 0, busy = 0, longest = -1;
+    let first = -1, count = 0, blockStart = 0, blockEnd = 0, busy = 0, longest = -1, chunkEnd = 0;
     for (let i = firstInView(S, rowStart[r], hi, x0); i < hi && start[i] <= x1; i++) {
       const d = dur[i];
       if (d < minDur) continue;
@@ -36,14 +38,17 @@ function sweep(S, rows, x0, x1, nsPerPx, minRealPx, emit) {
         if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
         count = 0;
         emit(r, i, 1, s, e, d, i);
-      } else if (count && s - blockEnd < gapNs) {
+      } else if (count && s - blockEnd < gapNs && s < chunkEnd) {
+        // only what reaches past the block's end is new busy time (exact for an event;
+        // nbprof/timeline/sweep.py splits a pre-merged entry that overlaps)
+        busy += Math.max(0, b - Math.max(0, Math.min(e, blockEnd) - s));
         if (e > blockEnd) blockEnd = e;
         count += n;
-        busy += b;
         if (d > dur[longest]) longest = i;
       } else {
         if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
         first = i; count = n; blockStart = s; blockEnd = e; busy = b; longest = i;
+        chunkEnd = chunkNs > 0 ? (Math.floor(s / chunkNs) + 1) * chunkNs : Infinity;
       }
     }
     if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
@@ -166,10 +171,65 @@ function drawView(S) {
                dur: [], count: [], id: [], gpu: [], details: [], launch: []};
   const text = {x: [], y: [], text: [], color: []};
   let gpuInView = 0;  // GPU intervals in view, merged or not: links for all while few
-  const minBar = MIN_BAR_PX * nsPerPx;
-  sweep(S, S.drawnRows, x0, x1, nsPerPx, MIN_REAL_PX, (r, first, count, left, right, busy, longest) => {
+  const minBar = MIN_BAR_PX * nsPerPx, gapNs = MERGE_GAP_PX * nsPerPx;
+  const label = (r, left, right, name, count, color, alpha) => {
+    // A name inside the bar where it is wide enough, centred on the part in view.
+    const shownLeft = Math.max(left, x0), shownRight = Math.min(right, x1);
+    const px = (shownRight - shownLeft) / nsPerPx;
+    if (px < LABEL_MIN_PX || S.unnamed[r]) return;
+    let fitted = fitText(S, name, px - 6);
+    // a block too narrow for "404 events, mostly …" still says how many it holds
+    if (count > 1 && fitted !== name && textWidth(S, `${count} events`) <= px - 6) fitted = `${count} events`;
+    if (fitted) {
+      text.x.push((shownLeft + shownRight) / 2); text.y.push(S.rowY[r] + S.rowH[r] / 2);
+      text.text.push(fitted); text.color.push(textColorOn(color, alpha));
+    }
+  };
+  // A block is shaded by how busy it is: a lane 20% busy should not read as solid work. Its
+  // shade comes in SHADES steps: the next column of a run in the same step extends the bar
+  // (a uniformly dense lane stays one bar: no more glyphs to paint than before).
+  const SHADES = 8, step = (busy, span) => Math.round(SHADES * Math.min(1, busy / Math.max(span, 1)));
+  let run = null;  // this row's adjacent blocks (no pixel of gap between): named as one
+  const closeBar = () => {  // the run's last bar gets its name and shade
+    const k = run.k, fraction = Math.min(1, run.kBusy / Math.max(run.kSpan, 1));
+    out.name[k] = `${out.count[k]} events, mostly ${info.names[S.name[run.kLongest]]}`;
+    out.alpha[k] = 0.3 + 0.7 * fraction;
+    out.details[k] = `${Math.round(100 * fraction)}% busy; zoom in (or click) to see them one by one`;
+  };
+  const flushRun = () => {
+    if (!run) return;
+    closeBar();
+    // Blocks end every MAX_BLOCK_PX columns, mostly too narrow to name: the run is named as one
+    // block was before, "6095 events, mostly …".
+    const alpha = 0.3 + 0.7 * Math.min(1, run.busy / Math.max(run.right - run.left, 1));
+    label(run.r, run.left, run.right, `${run.count} events, mostly ${info.names[S.name[run.longest]]}`,
+          run.count, out.color[run.k], alpha);
+    run = null;
+  };
+  sweep(S, S.drawnRows, x0, x1, nsPerPx, MIN_REAL_PX, MAX_BLOCK_PX, (r, first, count, left, right, busy, longest) => {
     const y = S.rowY[r], h = S.rowH[r], isGpu = info.row_is_gpu[r];
     const right_ = Math.max(right, left + minBar);
+    if (isGpu) gpuInView += count;
+    if (count > 1 && run && run.r === r && left - run.right < gapNs) {  // the run's next column
+      run.right = Math.max(run.right, right_); run.count += count; run.busy += busy;
+      if (S.dur[longest] > S.dur[run.longest]) run.longest = longest;
+      // The last bar reaches to this block (a gap under a pixel would draw as a pale seam), its
+      // shade counting that gap as idle.
+      const k = run.k;
+      run.kSpan = Math.max(run.kSpan, left - out.left[k]);
+      out.right[k] = Math.max(out.right[k], left);
+      if (step(run.kBusy, run.kSpan) === step(busy, right - left)) {
+        out.right[k] = Math.max(out.right[k], right_);
+        out.dur[k] = Math.max(out.dur[k], right - out.left[k]);
+        run.kSpan = Math.max(run.kSpan, out.dur[k]);
+        out.count[k] += count; run.kBusy += busy;
+        if (S.dur[longest] > S.dur[run.kLongest]) run.kLongest = longest;
+        return;
+      }
+      closeBar();
+    } else if (count > 1 || run) {
+      flushRun();
+    }
     out.left.push(left);
     out.right.push(right_);
     out.bottom.push(y + BAR_PAD);
@@ -178,40 +238,26 @@ function drawView(S) {
     out.dur.push(right - left);
     out.count.push(count);
     out.gpu.push(isGpu ? 1 : 0);
-    if (isGpu) gpuInView += count;
-    let name, color, alpha;
     if (count === 1) {
-      name = info.names[S.name[first]];
-      color = colorOf(S.family[first], S.name[first]);
-      alpha = 1;
+      const name = info.names[S.name[first]], color = colorOf(S.family[first], S.name[first]);
+      out.name.push(name); out.color.push(color); out.alpha.push(1);
       out.id.push(S.eventId ? S.eventId[first] : S.id[first]);  // served: local -> trace id
       out.details.push(S.details[first]);
       const launcher = isGpu ? S.launchOf[first] : -1;
       out.launch.push(launcher >= 0 ? info.names[S.name[S.cpuEntry[launcher]]] : "");
+      label(r, left, right_, name, 1, color, 1);
     } else {
-      // A block is shaded by how busy it is: a lane 20% busy should not read as solid work.
-      const fraction = Math.min(1, busy / Math.max(right - left, 1));
-      name = `${count} events, mostly ${info.names[S.name[longest]]}`;
-      color = info.block_colors[S.family[first]];
-      alpha = 0.3 + 0.7 * fraction;
+      out.name.push(""); out.alpha.push(1); out.details.push("");  // closeBar() writes them
+      out.color.push(info.block_colors[S.family[first]]);
       out.id.push(-1);
-      out.details.push(`${Math.round(100 * fraction)}% busy; zoom in (or click) to see them one by one`);
       out.launch.push("");
-    }
-    out.name.push(name); out.color.push(color); out.alpha.push(alpha);
-    // Its name inside the bar where it is wide enough, centred on the part in view.
-    const shownLeft = Math.max(left, x0), shownRight = Math.min(right_, x1);
-    const px = (shownRight - shownLeft) / nsPerPx;
-    if (px >= LABEL_MIN_PX && !S.unnamed[r]) {
-      let fitted = fitText(S, name, px - 6);
-      // a block too narrow for "404 events, mostly …" still says how many it holds
-      if (count > 1 && fitted !== name && textWidth(S, `${count} events`) <= px - 6) fitted = `${count} events`;
-      if (fitted) {
-        text.x.push((shownLeft + shownRight) / 2); text.y.push(y + h / 2);
-        text.text.push(fitted); text.color.push(textColorOn(color, alpha));
-      }
+      const k = out.left.length - 1;
+      const last = {k, kBusy: busy, kLongest: longest, kSpan: right - left};
+      if (run) Object.assign(run, last);
+      else run = {r, left, right: right_, count, busy, longest, ...last};
     }
   });
+  flushRun();
   S.filling = true;
   fill(rendered, out);
   rendered.selected.indices = [];
@@ -245,7 +291,7 @@ function drawOverview(S) {
     const lane = info.row_lane[r];
     if (!laneY.has(lane)) laneY.set(lane, laneY.size);
   }
-  sweep(S, S.drawnRows, 0, info.span_ns, nsPerPx, Infinity, (r, first, count, left, right) => {
+  sweep(S, S.drawnRows, 0, info.span_ns, nsPerPx, Infinity, Infinity, (r, first, count, left, right) => {
     const y = laneY.get(info.row_lane[r]);
     out.left.push(left); out.right.push(Math.max(right, left + nsPerPx));
     out.bottom.push(y + 0.1); out.top.push(y + 0.9);

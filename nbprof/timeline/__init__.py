@@ -38,7 +38,9 @@ In the browser: plain wheel scrolls the page; Ctrl/⌘+wheel (and pinch) zooms x
 Alt+wheel zooms the lanes in y (lanes cut to fit grow back; Alt+Shift+wheel scrolls them, reset
 undoes it); with the plot focused W/S zoom, A/D and the arrows pan, Esc clears the selection; box
 zoom changes x only; a click on a group header's label collapses or expands its lanes. Bars at least 30 px wide
-carry their name, cut with "…" to fit; a merged block says "12 events, mostly aten::mm".
+carry their name, cut with "…" to fit; a merged block says "12 events, mostly aten::mm". A
+merged block covers at most 4 px (the view's pixel grid), shaded by how much of it its events
+cover: a dense lane shows its density and gaps at any zoom; a run of blocks is named as one.
 
 How it stays fluid at a million events: every event is packed into one compact hidden blob (varint
 columns, zlib, base64; see packing.py); on each x-range change the browser sweeps only the rows in

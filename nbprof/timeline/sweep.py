@@ -3,7 +3,8 @@
 js/timeline_draw.js's ``sweep``, ported exactly (tests/unit/test_timeline_served.py checks it
 against a transliteration of the JS): per row, a binary search on the running maximum of ends finds
 the first event in view; events at least MIN_REAL_PX wide are bars of their own; narrower ones whose
-gap to the block's end is under MERGE_GAP_PX merge into busy blocks. Coarse levels (the whole
+gap to the block's end is under MERGE_GAP_PX merge into busy blocks, each ending at the
+MAX_BLOCK_PX column of the view's pixel grid it starts in and carrying the time its events cover. Coarse levels (the whole
 trace's bars at a fixed resolution) let a wide view be swept from their blocks instead of every
 event, with the same result. Pure numpy and numba: served.py puts it behind the Bokeh models.
 """
@@ -22,6 +23,7 @@ from .lanes import Lanes
 # js/timeline.js's constants: the same rule on both sides.
 MIN_REAL_PX = 3
 MERGE_GAP_PX = 1
+MAX_BLOCK_PX = 4
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class Bars:
     count: np.ndarray
     left: np.ndarray
     right: np.ndarray
-    busy: np.ndarray  # summed durations of its events
+    busy: np.ndarray  # the time its events cover (their union)
 
     def __len__(self) -> int:
         return len(self.row)
@@ -101,9 +103,9 @@ def _put(out, n, row, first, count, left, right, busy):
     return n + 1
 
 
-# The open block of a row's sweep: (count, first, start, end, busy); a tuple, so numba keeps it
-# in registers (an array here made the sweep 5x slower).
-_NO_BLOCK = (0, -1, 0, 0, 0)
+# The open block of a row's sweep: (count, first, start, end, busy, end of its grid column); a
+# tuple, so numba keeps it in registers (an array here made the sweep 5x slower).
+_NO_BLOCK = (0, -1, 0, 0, 0, 0.0)
 
 
 @njit(cache=True, inline="always")
@@ -112,38 +114,49 @@ def _close(out, n, row, block):
 
 
 @njit(cache=True, inline="always")
-def _add(out, n, block, row, first, count, s, e, busy, real, gap_ns):
+def _add(out, n, block, row, first, count, s, e, busy, real, gap_ns, chunk_ns):
     """One item into a row's sweep: an event (a bar of its own when ``real``) or a pre-merged unit
-    of ``count`` events (never real). Returns (n, the open block)."""
+    of ``count`` events (never real; _add_bar splits one that overlaps the open block or crosses
+    its grid column). Returns (n, the open block)."""
     if real:
         return _put(out, _close(out, n, row, block), row, first, 1, s, e, busy), _NO_BLOCK
-    if block[0] and s - block[3] < gap_ns:
-        return n, (block[0] + count, block[1], block[2], max(block[3], e), block[4] + busy)
-    return _close(out, n, row, block), (count, first, s, e, busy)
+    if block[0] and s - block[3] < gap_ns and s < block[5]:
+        # only what reaches past the block's end is new busy time: the union of its events
+        busy = max(0, busy - max(0, min(e, block[3]) - s))
+        return n, (block[0] + count, block[1], block[2], max(block[3], e), block[4] + busy,
+                   block[5])
+    return _close(out, n, row, block), (count, first, s, e, busy, _column_end(s, chunk_ns))
+
+
+@njit(cache=True, inline="always")
+def _column_end(s, chunk_ns):
+    """The end of the MAX_BLOCK_PX grid column that time ``s`` is in (js: the same arithmetic)."""
+    return (np.floor(s / chunk_ns) + 1.0) * chunk_ns if chunk_ns > 0 else np.inf
 
 
 @njit(cache=True, inline="always")
 def _add_events(out, n, block, row, start, duration, max_end, lo, hi, x0, x1, real_ns, gap_ns,
-                min_duration):
+                chunk_ns, min_duration):
     """Entries lo..hi of one row, those in view, into its sweep, one by one."""
     i = lo + np.searchsorted(max_end[lo:hi], x0)  # first entry whose row max end >= x0
     while i < hi and start[i] <= x1:
         d = duration[i]
         s = start[i]
         if d >= min_duration and s + d >= x0:
-            n, block = _add(out, n, block, row, i, 1, s, s + d, d, d >= real_ns, gap_ns)
+            n, block = _add(out, n, block, row, i, 1, s, s + d, d, d >= real_ns, gap_ns, chunk_ns)
         i += 1
     return n, block
 
 
 @njit(cache=True)
-def _sweep(row_start, start, duration, max_end, x0, x1, real_ns, gap_ns, min_duration, out):
+def _sweep(row_start, start, duration, max_end, x0, x1, real_ns, gap_ns, chunk_ns, min_duration,
+           out):
     """js/timeline_draw.js's sweep over every row into ``out`` (6 x capacity: row, first, count,
     left, right, busy); the number of bars, or -1 when ``out`` is too short."""
     n = 0
     for r in range(len(row_start) - 1):
         n, block = _add_events(out, n, _NO_BLOCK, r, start, duration, max_end, row_start[r],
-                               row_start[r + 1], x0, x1, real_ns, gap_ns, min_duration)
+                               row_start[r + 1], x0, x1, real_ns, gap_ns, chunk_ns, min_duration)
         n = _close(out, n, r, block)
         if n < 0:
             return -1
@@ -151,28 +164,36 @@ def _sweep(row_start, start, duration, max_end, x0, x1, real_ns, gap_ns, min_dur
 
 
 @njit(cache=True, inline="always")
-def _add_bar(out, n, block, row, level, j, x0, x1, real_ns, gap_ns):
+def _add_bar(out, n, block, row, level, j, x0, x1, real_ns, gap_ns, chunk_ns):
     """Bar j of a level (left, right, count, busy, first, last start) into a row's sweep, when it
-    can go in as a whole: an event of its own, or a block wholly in view (its events are all
-    narrower than 3 px here and their gaps under 1 px: the sweep would merge them all the same).
-    Returns (n, block, whether it must go in piece by piece: a block across an edge of the view)."""
+    can go in as a whole: an event of its own, or a block wholly in view and in one grid column
+    (its events are all narrower than 3 px here and their gaps under 1 px: the sweep would merge
+    them all the same) that does not overlap the open block it joins (its busy time adds up).
+    Returns (n, block, whether it must go in piece by piece: a block across an edge of the view
+    or of a grid column, or one that overlaps the open block)."""
     left, right, count, busy, first, last_start = (level[0][j], level[1][j], level[2][j],
                                                    level[3][j], level[4][j], level[5][j])
     if right < x0:
         return n, block, False
     if count == 1:
         n, block = _add(out, n, block, row, first, 1, left, right, right - left,
-                        right - left >= real_ns, gap_ns)
+                        right - left >= real_ns, gap_ns, chunk_ns)
         return n, block, False
-    if left >= x0 and last_start <= x1:
-        n, block = _add(out, n, block, row, first, count, left, right, busy, False, gap_ns)
-        return n, block, False
-    return n, block, True
+    if left < x0 or last_start > x1:
+        return n, block, True
+    if block[0] and left - block[3] < gap_ns and left < block[5]:  # it joins the open block
+        whole = left >= block[3] and last_start < block[5]
+    else:
+        whole = last_start < _column_end(left, chunk_ns)
+    if whole:
+        n, block = _add(out, n, block, row, first, count, left, right, busy, False, gap_ns,
+                        chunk_ns)
+    return n, block, not whole
 
 
 @njit(cache=True)
 def _sweep_level(row_start, start, duration, max_end, coarse, coarse_row_start, coarse_max_end,
-                 fine, x0, x1, real_ns, gap_ns, out):
+                 fine, x0, x1, real_ns, gap_ns, chunk_ns, out):
     """The same bars as _sweep (with no minimum duration) for a view at least as coarse as the
     ``coarse`` level, reading its bars instead of their events. A block across an edge of the
     view goes in through the ``fine`` level's bars inside it (the page's level: its blocks are
@@ -184,16 +205,18 @@ def _sweep_level(row_start, start, duration, max_end, coarse, coarse_row_start, 
         lo, hi = coarse_row_start[r], coarse_row_start[r + 1]
         j = lo + np.searchsorted(coarse_max_end[lo:hi], x0)
         while j < hi and coarse[0][j] <= x1:
-            n, block, split = _add_bar(out, n, block, r, coarse, j, x0, x1, real_ns, gap_ns)
+            n, block, split = _add_bar(out, n, block, r, coarse, j, x0, x1, real_ns, gap_ns,
+                                       chunk_ns)
             if split:  # the fine bars that make up this coarse one (their first events)
                 first, count = coarse[4][j], coarse[2][j]
                 k = np.searchsorted(fine[4], first)
                 while k < len(fine[4]) and fine[4][k] < first + count and fine[0][k] <= x1:
-                    n, block, split = _add_bar(out, n, block, r, fine, k, x0, x1, real_ns, gap_ns)
+                    n, block, split = _add_bar(out, n, block, r, fine, k, x0, x1, real_ns, gap_ns,
+                                               chunk_ns)
                     if split:
                         n, block = _add_events(out, n, block, r, start, duration, max_end,
                                                fine[4][k], fine[4][k] + fine[2][k], x0, x1,
-                                               real_ns, gap_ns, 0)
+                                               real_ns, gap_ns, chunk_ns, 0)
                     k += 1
             j += 1
         n = _close(out, n, r, block)
@@ -244,13 +267,14 @@ def view_bars(columns: RowColumns, x0: float, x1: float, width_px: float,
     for capacity in capacities:
         out = np.empty((6, capacity), np.int64)
         real_ns, gap_ns = MIN_REAL_PX * ns_per_px, MERGE_GAP_PX * ns_per_px
+        chunk_ns = MAX_BLOCK_PX * ns_per_px
         if level is not None:
             n = _sweep_level(columns.row_start, columns.start, columns.duration, columns.max_end,
                              level.arrays(), level.row_start, level.max_end, usable[0].arrays(),
-                             float(x0), float(x1), real_ns, gap_ns, out)
+                             float(x0), float(x1), real_ns, gap_ns, chunk_ns, out)
         else:
             n = _sweep(columns.row_start, columns.start, columns.duration, columns.max_end,
-                       float(x0), float(x1), real_ns, gap_ns, int(min_duration_ns), out)
+                       float(x0), float(x1), real_ns, gap_ns, chunk_ns, int(min_duration_ns), out)
         if n >= 0 and (limit is None or n <= limit):
             # views of ``out`` would keep all its capacity (48 B an entry) alive: copy a short fill
             kept = out[:, :n] if 2 * n >= capacity else out[:, :n].copy()

@@ -901,3 +901,37 @@ def test_async_slices_are_drawn_on_their_lanes(browser, tmp_path, artifacts):
     assert by_name["work"] < by_name["request"] < by_name["parse"]  # its lane, then nested below
     page.screenshot(path=artifacts / "timeline_async.png")
     page.close()
+
+
+def test_a_dense_gpu_lane_is_shaded_by_how_busy_each_few_pixels_are(browser, tmp_path):
+    # 100 ns kernels every 200 ns for 400 µs (50% busy), then every 600 ns for 300 µs (17%: gaps
+    # under a pixel), 100 µs idle, 50% again: the whole lane used to be one solid-looking block
+    # "2500 events" beside another; now each stretch is drawn as busy as it is.
+    starts = np.concatenate([np.arange(0, 400_000, 200), np.arange(400_000, 700_000, 600),
+                             np.arange(800_000, 1_000_000, 200)])
+    n = len(starts)
+    trace = Trace.build(start_ns=[0], end_ns=[10], thread=[0], name_id=[0], names=["op", "sgemm"],
+                        threads=[(1, 100, "MainThread")], gpu_start_ns=starts,
+                        gpu_end_ns=starts + 100, gpu_name_id=np.ones(n), gpu_device=np.zeros(n),
+                        gpu_stream=np.full(n, 7), gpu_launch=np.full(n, -1), gpu_kind=np.ones(n))
+    page = open_page(browser, save_html(trace, tmp_path / "dense.html"))
+    bars = page.evaluate("() => { const d = nb('nbprof_rendered').data; return {gpu: [...d.gpu], "
+                         "count: [...d.count], left: [...d.left], right: [...d.right], "
+                         "alpha: [...d.alpha], details: [...d.details]}; }")
+    gpu = [k for k in range(len(bars["gpu"])) if bars["gpu"][k]]
+    assert sum(bars["count"][k] for k in gpu) == n
+
+    def shades(lo, hi):  # the busy fractions the bars wholly inside [lo, hi] show
+        return [(bars["alpha"][k] - 0.3) / 0.7 for k in gpu
+                if bars["left"][k] >= lo and bars["right"][k] <= hi]
+
+    dense, sparse, again = shades(0, 400_000), shades(400_000, 700_000), shades(800_000, 1e6)
+    assert dense and sparse and again
+    assert all(abs(f - 0.5) < 0.08 for f in dense + again), (dense, again)
+    assert all(f < 0.3 for f in sparse), sparse
+    assert not [k for k in gpu if bars["right"][k] > 700_200 and bars["left"][k] < 800_000]
+    assert any(bars["details"][k].startswith("5") and "% busy" in bars["details"][k] for k in gpu)
+    # the stretch with no pixel of gap is still named as one: how many events it holds
+    texts = page.evaluate("() => [...nb('nbprof_labels').data.text]")
+    assert any(t.startswith("2500 events") for t in texts), texts
+    page.close()

@@ -50,7 +50,7 @@ def js_sweep(entries, x0, x1, width, min_duration=0):
     """js/timeline_draw.js's sweep, line by line: (row, gpu?, trace id of the first event, count,
     left, right, busy) per bar."""
     ns_per_px = (x1 - x0) / width
-    real_ns, gap_ns = 3 * ns_per_px, 1 * ns_per_px
+    real_ns, gap_ns, chunk_ns = 3 * ns_per_px, 1 * ns_per_px, 4 * ns_per_px
     out = []
     rows = entries["rows"]
     for row in np.unique(rows):
@@ -60,7 +60,7 @@ def js_sweep(entries, x0, x1, width, min_duration=0):
             running = max(running, entries["start"][i] + entries["dur"][i])
             max_end.append(running)
         lo = int(np.searchsorted(max_end, x0))
-        first = count = block_start = block_end = busy = 0
+        first = count = block_start = block_end = busy = chunk_end = 0
 
         def bar(i, n, left, right, b):
             out.append((int(row), bool(entries["gpu"][i]), int(entries["event_id"][i]), int(n),
@@ -79,14 +79,15 @@ def js_sweep(entries, x0, x1, width, min_duration=0):
                     bar(first, count, block_start, block_end, busy)
                 count = 0
                 bar(i, 1, s, e, d)
-            elif count and s - block_end < gap_ns:
+            elif count and s - block_end < gap_ns and s < chunk_end:
+                busy += max(0, b - max(0, min(e, block_end) - s))
                 block_end = max(block_end, e)
                 count += n
-                busy += b
             else:
                 if count:
                     bar(first, count, block_start, block_end, busy)
                 first, count, block_start, block_end, busy = i, n, s, e, b
+                chunk_end = (np.floor(s / chunk_ns) + 1) * chunk_ns
         if count:
             bar(first, count, block_start, block_end, busy)
     return out
@@ -178,10 +179,30 @@ def test_the_view_request_source_gets_its_answer():
     assert view.served.answer_source.data["key"] == ["0|50000|900|0"]
 
 
-def test_views_read_through_the_coarse_level_give_the_same_bars():
+def gpu_stream_trace(starts, ends):
+    """One GPU stream of kernels at these times (and one CPU op: a trace has a thread)."""
+    return Trace.build(start_ns=[0], end_ns=[10], thread=[0], name_id=[0], names=["op", "sgemm"],
+                       threads=[(1, 100, "MainThread")], gpu_start_ns=starts, gpu_end_ns=ends,
+                       gpu_name_id=[1] * len(starts), gpu_device=[0] * len(starts),
+                       gpu_stream=[7] * len(starts), gpu_launch=[-1] * len(starts),
+                       gpu_kind=[1] * len(starts))
+
+
+def overlapping_kernels():
+    """3000 narrow kernels with sub-pixel gaps, many overlapping the one before, and a few long
+    ones: blocks of a coarse level overlap where a grid column cuts them."""
+    rng = np.random.default_rng(5)
+    starts = np.cumsum(rng.integers(0, 300, 3000))
+    ends = starts + rng.integers(20, 600, 3000) + 50_000 * (rng.random(3000) < 0.002)
+    return gpu_stream_trace(starts, ends)
+
+
+@pytest.mark.parametrize("make_trace", [hand_built_trace, overlapping_kernels])
+def test_views_read_through_the_coarse_level_give_the_same_bars(make_trace):
     # A view at least as coarse as the level reads its blocks (a whole block as one unit, a block
-    # across the view's edge event by event): the bars must not change.
-    trace = hand_built_trace()
+    # across the view's edge, a grid column's edge or overlapping the open block event by event):
+    # the bars must not change.
+    trace = make_trace()
     lanes = build_lanes(trace)
     packed, info = encode_events(trace, lanes)
     page = decoded_entries(packed, info["layout"], lanes.row_is_gpu)
@@ -252,3 +273,41 @@ def test_a_view_is_answered_once_per_page_that_asks():
     assert served.answer(request) is not None
     assert served.answer(request) is None  # the same change, again
     assert served.answer({**request, "page": ["second"]})["key"] == ["0|50000|900|0"]
+
+
+def test_a_dense_lane_draws_how_busy_each_few_pixels_are():
+    # At 1 µs a pixel: 40 µs of 100 ns kernels every 200 ns (50% busy), at once 30 µs of 100 ns
+    # kernels every 900 ns (11% busy; gaps under 1 px), an 8 µs gap, then 50% busy again. The
+    # whole lane used to be one block "N events" (its gaps under 1 px merged): now each block
+    # covers at most 4 px and says how busy that part is.
+    dense = lambda lo, hi, every: np.arange(lo, hi, every)  # noqa: E731
+    starts = np.concatenate([dense(0, 40_000, 200), dense(40_000, 70_000, 900),
+                             dense(78_000, 100_000, 200)])
+    trace = gpu_stream_trace(starts, starts + 100)
+    lanes = build_lanes(trace)
+    columns = row_columns(trace, lanes)
+    x0, x1, width = 0.0, 100_000.0, 100  # 1000 ns a pixel
+    bars = view_bars(columns, x0, x1, width)
+    gpu = lanes.row_is_gpu[bars.row]
+    blocks = gpu & (bars.count > 1)
+    assert blocks.sum() >= 20 and bars.count[gpu].sum() == len(starts)
+    left, right, busy = bars.left[blocks], bars.right[blocks], bars.busy[blocks]
+    assert (right - left <= 4 * 1000).all()
+    for lo, hi, b in zip(left, right, busy):  # busy: the time its kernels cover
+        inside = (starts >= lo) & (starts < hi)
+        assert b == 100 * inside.sum()
+    fraction = busy / (right - left)
+    in_gap = (right > 70_100) & (left < 78_000)
+    assert not in_gap.any()  # the gap draws no bar
+    assert (np.abs(fraction[right <= 40_000] - 0.5) < 0.05).all()
+    assert (fraction[(left >= 40_000) & (right <= 70_000)] < 0.25).all()
+    assert (np.abs(fraction[left >= 78_000] - 0.5) < 0.05).all()
+    # the browser's sweep over the page's events draws the same, and so does one through a
+    # coarse level
+    packed, info = encode_events(trace, lanes)
+    page = decoded_entries(packed, info["layout"], lanes.row_is_gpu)
+    assert served_tuples(trace, columns, bars, lanes.row_is_gpu) == js_sweep(page, x0, x1, width)
+    served = Served(trace, lanes, budget=300)
+    assert served.level.ns_per_px <= 1000
+    again = view_bars(served.columns, x0, x1, width, levels=(served.level,))
+    assert served_tuples(trace, columns, again, lanes.row_is_gpu) == js_sweep(page, x0, x1, width)
