@@ -2,8 +2,8 @@
 
 Each tree builds bench_timeline.py's ~1M-event page (the shared 68k trace tiled) with its own
 nbprof, in a fresh Python; one headless Chromium then opens the two pages in turn, REPEATS times
-each, and times page ready, then STEPS wheel-zoom steps and STEPS pan steps in turn (each: the x
-range set, then two animation frames: bench_timeline.STEP), and counts the bars of the first view.
+each, and times page ready, then STEPS zoom steps (in and back out in turn) and STEPS pan steps
+(STEPS_JS), and counts the bars of the first view.
 Prints medians over all loads and steps and the ratio this / other (smaller is better). With --screenshots DIR, also saves
 each tree's page of the 68k trace itself at full zoom (DIR/this.png, DIR/other.png).
 
@@ -22,8 +22,8 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-REPEATS = 6
-STEPS = 4
+REPEATS = 4
+STEPS = 20
 BUILD = """
 import pathlib, sys
 sys.path.insert(0, {tree!r} + "/bench")
@@ -45,17 +45,36 @@ def build(tree: pathlib.Path, folder: pathlib.Path, tag: str, events: int) -> tu
     return page, small
 
 
+# STEPS wheel-like steps, zooming in by 10% and back out in turn, then STEPS pans of 10%: per step
+# the synchronous part (the range change runs the sweep and fills the source) and the whole step
+# until two animation frames later (painted), in ms.
+STEPS_JS = """async ([steps]) => {
+  const range = Bokeh.documents[0].get_model_by_name('nbprof_plot').x_range;
+  const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  const out = {zoom_sync_ms: [], zoom_ms: [], pan_sync_ms: [], pan_ms: []};
+  for (let i = 0; i < 2 * steps; i++) {
+    const kind = i < steps ? 'zoom' : 'pan';
+    const [start, end] = [range.start, range.end], span = end - start;
+    const t0 = performance.now();
+    if (kind === 'pan') range.setv({start: start + span * 0.1, end: end + span * 0.1});
+    else if (i % 2 === 0) range.setv({start: start + span * 0.1, end: end - span * 0.1});
+    else range.setv({start: start - span * 0.125, end: end + span * 0.125});
+    const t1 = performance.now();
+    await frames();
+    out[kind + '_sync_ms'].push(t1 - t0); out[kind + '_ms'].push(performance.now() - t0);
+  }
+  return out;
+}"""
+
+
 def browse(browser, path: pathlib.Path) -> dict:
     import bench_timeline as bt
 
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     page.goto(path.as_uri(), timeout=300_000)
     page.wait_for_function(bt.READY_NBPROF, timeout=300_000, polling=50)
-    result = {"ready_s": [page.evaluate(bt.AFTER_PAINT) / 1000], "bars": [page.evaluate(bt.GLYPHS)],
-              "zoom_s": [], "pan_s": []}
-    for _ in range(STEPS):
-        result["zoom_s"].append(page.evaluate(bt.STEP, ["zoom"]))
-        result["pan_s"].append(page.evaluate(bt.STEP, ["pan"]))
+    result = {"ready_s": [page.evaluate(bt.AFTER_PAINT) / 1000], "bars": [page.evaluate(bt.GLYPHS)]}
+    result.update(page.evaluate(STEPS_JS, [STEPS]))
     page.close()
     return result
 
@@ -77,10 +96,11 @@ def main() -> None:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium",
                                              args=bt.CHROMIUM_ARGS)
         runs = {"this": {}, "other": {}}
-        for _ in range(REPEATS):  # alternating: the machine is shared
-            for tag, figures in runs.items():
+        for repeat in range(REPEATS):  # alternating, in ABBA order: the machine is shared, and
+            # the first page of a pair measured slower in either tree
+            for tag in ("this", "other") if repeat % 2 == 0 else ("other", "this"):
                 for key, values in browse(browser, pages[tag][0]).items():
-                    figures.setdefault(key, []).extend(values)
+                    runs[tag].setdefault(key, []).extend(values)
         print(f"\n~{options.events:,} events, medians of {REPEATS} page loads each "
               f"({STEPS} steps of each kind a load)")
         print(f"{'':10} {'this':>10} {'other':>10} {'ratio':>8}")

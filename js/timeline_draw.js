@@ -40,9 +40,11 @@ function sweep(S, rows, x0, x1, nsPerPx, minRealPx, maxBlockPx, emit) {
         emit(r, i, 1, s, e, d, i);
       } else if (count && s - blockEnd < gapNs && s < chunkEnd) {
         // only what reaches past the block's end is new busy time (exact for an event;
-        // nbprof/timeline/sweep.py splits a pre-merged entry that overlaps)
-        busy += Math.max(0, b - Math.max(0, Math.min(e, blockEnd) - s));
-        if (e > blockEnd) blockEnd = e;
+        // nbprof/timeline/sweep.py splits a pre-merged entry that overlaps); the common case
+        // first: this is the loop over every event in view
+        if (s >= blockEnd) { busy += b; blockEnd = e; }
+        else if (e > blockEnd) { busy += Math.max(0, b - (blockEnd - s)); blockEnd = e; }
+        else busy += Math.max(0, b - d);
         count += n;
         if (d > dur[longest]) longest = i;
       } else {
@@ -188,7 +190,7 @@ function drawView(S) {
   // A block is shaded by how busy it is: a lane 20% busy should not read as solid work. Its
   // shade comes in SHADES steps: the next column of a run in the same step extends the bar
   // (a uniformly dense lane stays one bar: no more glyphs to paint than before).
-  const SHADES = 8, step = (busy, span) => Math.round(SHADES * Math.min(1, busy / Math.max(span, 1)));
+  const SHADES = 4, step = (busy, span) => Math.round(SHADES * Math.min(1, busy / Math.max(span, 1)));
   let run = null;  // this row's adjacent blocks (no pixel of gap between): named as one
   const closeBar = () => {  // the run's last bar gets its name and shade
     const k = run.k, fraction = Math.min(1, run.kBusy / Math.max(run.kSpan, 1));
@@ -200,10 +202,14 @@ function drawView(S) {
     if (!run) return;
     closeBar();
     // Blocks end every MAX_BLOCK_PX columns, mostly too narrow to name: the run is named as one
-    // block was before, "6095 events, mostly …".
-    const alpha = 0.3 + 0.7 * Math.min(1, run.busy / Math.max(run.right - run.left, 1));
-    label(run.r, run.left, run.right, `${run.count} events, mostly ${info.names[S.name[run.longest]]}`,
-          run.count, out.color[run.k], alpha);
+    // block was before, "6095 events, mostly …" (its text built only where it fits: this runs
+    // for every block in view).
+    if ((Math.min(run.right, x1) - Math.max(run.left, x0)) / nsPerPx >= LABEL_MIN_PX) {
+      const alpha = 0.3 + 0.7 * Math.min(1, run.busy / Math.max(run.right - run.left, 1));
+      const name = run.k === out.left.length - 1 && out.left[run.k] === run.left ? out.name[run.k]
+        : `${run.count} events, mostly ${info.names[S.name[run.longest]]}`;
+      label(run.r, run.left, run.right, name, run.count, out.color[run.k], alpha);
+    }
     run = null;
   };
   sweep(S, S.drawnRows, x0, x1, nsPerPx, MIN_REAL_PX, MAX_BLOCK_PX, (r, first, count, left, right, busy, longest) => {
@@ -252,9 +258,8 @@ function drawView(S) {
       out.id.push(-1);
       out.launch.push("");
       const k = out.left.length - 1;
-      const last = {k, kBusy: busy, kLongest: longest, kSpan: right - left};
-      if (run) Object.assign(run, last);
-      else run = {r, left, right: right_, count, busy, longest, ...last};
+      if (!run) run = {r, left, right: right_, count, busy, longest, k: 0, kBusy: 0, kLongest: 0, kSpan: 0};
+      run.k = k; run.kBusy = busy; run.kLongest = longest; run.kSpan = right - left;
     }
   });
   flushRun();
