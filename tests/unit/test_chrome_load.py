@@ -269,8 +269,14 @@ BAD_EVENTS = [
 ]
 
 
+@pytest.mark.parametrize("chunk_bytes", [None, 64])
 @pytest.mark.parametrize("events, message", BAD_EVENTS)
-def test_a_file_with_nothing_readable_is_one_error_naming_it(tmp_path, events, message):
+def test_a_file_with_nothing_readable_is_one_error_naming_it(tmp_path, monkeypatch, events,
+                                                             message, chunk_bytes):
+    from nbprof.formats.chrome import stream
+
+    if chunk_bytes:
+        monkeypatch.setattr(stream, "CHUNK_BYTES", chunk_bytes)
     path = kineto_file(tmp_path, events)
     with pytest.raises(nbprof.TraceFormatError, match=message) as error:
         nbprof.load(path)
@@ -447,6 +453,14 @@ def test_begin_end_pairs_without_names_are_read_with_an_empty_name(tmp_path):
     trace = nbprof.load(kineto_file(tmp_path, events))
     assert [trace.names[i] for i in trace.name_id] == ["op", ""]
     assert trace.end_ns.tolist() == [1000, 5000]
+
+
+def test_a_file_of_unreadable_slices_and_a_marker_loads_the_marker(tmp_path):
+    events = [{"ph": "X", "name": "open", "pid": 1, "tid": 1, "ts": 2},
+              {"ph": "i", "name": "mark", "pid": 1, "tid": 1, "ts": 3}]
+    trace = nbprof.load(kineto_file(tmp_path, events))
+    assert len(trace) == 0 and trace.instants.name == ["mark"]
+    assert "1 X slices had no dur" in " ".join(trace.meta["notes"])
 
 
 def test_one_kind_of_each_is_counted_apart(tmp_path):
