@@ -281,6 +281,26 @@ def test_whitespace_where_the_events_should_be_stops_early_too(tmp_path, head):
     assert peak_of_refusal(path, "MiB of whitespace where an event should be") < 32 << 20
 
 
+@pytest.mark.parametrize("same_ts", [True, False])
+def test_a_gzip_of_many_tiny_events_stops_at_its_expansion_limit(tmp_path, monkeypatch, same_ts,
+                                                                  shared_traces):
+    # No long token, just events far more alike than a trace's: memory grows with the events
+    # kept (a 10 MB .gz of them would hold 8 GiB), so by default a .gz expands at most 50x past
+    # a floor (here 1 MiB instead of 256, to keep the test small); a limit set by hand is the
+    # only limit, in the API and the CLI.
+    from nbprof.formats.chrome import rawfile
+
+    monkeypatch.setattr(rawfile, "GZIP_RATIO_FLOOR", 1 << 20)
+    events = [x(name="a", ts=0 if same_ts else i % 7, dur=1) for i in range(200_000)]
+    content = json.dumps(doc(events)).encode()
+    path = write(tmp_path, gzip.compress(content, 9), "tiny.json.gz")
+    assert len(content) > 50 * path.stat().st_size > 0
+    refused(path, "expands more than 50x", "max_bytes")
+    assert len(nbprof.load(path, max_bytes=len(content))) == 200_000
+    # a real Kineto trace packs ~13x: the default reads it, the floor aside
+    assert len(nbprof.load(shared_traces / "gpu_training_step_68k.json.gz")) > 0
+
+
 def test_the_size_cap_stops_a_big_file_and_can_be_raised(tmp_path):
     content = json.dumps(doc([x(ts=i) for i in range(2000)])).encode()
     packed = write(tmp_path, gzip.compress(content), "t.json.gz")

@@ -44,8 +44,9 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
     itself), so ``FunctionEvent.kernels`` and ``key_averages()``' CUDA totals sit on aten ops,
     as in torch's own summaries. The loader module says how each link is found.
 
-    ``max_bytes`` caps the uncompressed size read (8 GiB by default, per file), so that a gzip
-    bomb or a runaway file fails fast instead of filling memory. The file is read and parsed
+    ``max_bytes`` caps the uncompressed size read (8 GiB by default, per file; by default a
+    ``.gz`` may also expand at most 50x past its first 256 MiB: real traces pack 7-14x), so that
+    a gzip bomb or a runaway file fails fast instead of filling memory. The file is read and parsed
     in chunks (chrome/stream.py): its whole text is never in memory.
 
     ``progress``: a callable that hears ``(bytes read, total bytes)`` of the file as it is
@@ -70,7 +71,7 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
         return read_parquet(path)
     path = pathlib.Path(path)
     with paused_gc(), reporting(progress, path) as report:
-        return _load(path, int(max_bytes), report)
+        return _load(path, max_bytes if isinstance(max_bytes, int) else int(max_bytes), report)
 
 
 def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
