@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU checks, in one run of under 8 minutes (timeouts 240 + 100 + 60 + 30 + 45 s, imports first;
+# GPU checks, meant to run in under 8 minutes (timeouts, upper bounds: 60 + 60 + 240 + 45 + 100 + 60 + 30 + 45 s;
+# at most, imports first;
 # TESTS_TIMEOUT, BENCH_TIMEOUT and NUMBA_TIMEOUT shorten them for a tight device budget;
 # PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
@@ -8,6 +9,8 @@
 #   0b. the native recorder's build (compiler, seconds) and its CPU tests, against this torch
 #   1. pytest -m gpu tests/gpu   (events vs CUPTI per op, side stream, second thread, 60 s clock,
 #      GPU sleep, backward, CUDA graph, fork DataLoader, %%cudaprof; -s: every figure printed)
+#   1b. bench/bench_native.py --gpu   (the native recorder's CUDA events vs torch.profiler CPU+CUDA,
+#      with CUPTI, and nbprof's legacy path today, side by side; its tests are tests/gpu/test_native_gpu.py)
 #   2. bench/bench_record.py --gpu   (overhead vs torch.profiler with CUPTI, events only vs the
 #      seed's ~4 us/op, exit time, event vs CUPTI agreement, anchor error)
 #   3. bench/bench_numba.py --split   (per-launch cost of numba.cuda kernels profiled vs not, and
@@ -100,7 +103,7 @@ if [ -n "$missing" ]; then
 fi
 
 # The native recorder (issue 19) against this machine's torch, in its first seconds: the compiler,
-# the build's time into an empty cache, then its CPU tests (its CUDA events are not written yet).
+# the build's time into an empty cache, then its CPU tests (its GPU tests run with tests/gpu).
 export NBPROF_NATIVE_CACHE="${NBPROF_NATIVE_CACHE:-/tmp/nbprof-native}"
 {
     echo "compiler: $(${CXX:-c++} --version 2>&1 | head -n 1)"
@@ -118,6 +121,10 @@ per_test=""  # a hung test fails alone instead of eating the whole run's time
 timeout "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
+
+timeout "${NATIVE_BENCH_TIMEOUT:-45}" "$PY" bench/bench_native.py --gpu --rounds 3 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_native.log"
+native_bench_rc=${PIPESTATUS[0]}
+[ "$native_bench_rc" -eq 0 ] || status=1
 
 timeout "${BENCH_TIMEOUT:-100}" "$PY" bench/bench_record.py --gpu --rounds 3 --profile-exit 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench.log"
 bench_rc=${PIPESTATUS[0]}
@@ -143,6 +150,7 @@ sys.exit(1 if problems or not len(trace.kernels) else 0)' >> "$LOGS/demo.txt" 2>
 
 echo "gpu tests: rc=$tests_rc, $tests$left_out: $(tail -n 1 "$LOGS/gpu_tests.log")" | tee "$LOGS/summary.log"
 echo "gpu bench: rc=$bench_rc" | tee -a "$LOGS/summary.log"
+echo "native gpu bench: rc=$native_bench_rc: $(grep -h '^native events /' "$LOGS/gpu_bench_native.log")" | tee -a "$LOGS/summary.log"
 echo "native recorder: $(grep -h 'native build\|passed\|failed' "$LOGS/native.log" | tr '\n' ' ')" | tee -a "$LOGS/summary.log"
 echo "gpu numba bench: rc=$numba_rc" | tee -a "$LOGS/summary.log"
 { echo "demo on the GPU: rc=$demo_rc ($LOGS/demo.html), its output's end:"; cat "$LOGS/demo.txt"; } \
