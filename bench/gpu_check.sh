@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU checks, meant to run in under 8 minutes (timeouts, upper bounds: 60 + 60 + 240 + 45 + 100 + 60 + 30 + 45 s;
-# at most, imports first;
+# imports first;
 # TESTS_TIMEOUT, BENCH_TIMEOUT and NUMBA_TIMEOUT shorten them for a tight device budget;
 # PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
