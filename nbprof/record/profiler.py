@@ -105,7 +105,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
 
     ``recorder``: "auto" (nbprof's native observer where it builds and can record what was
     asked, else torch's profiler, ``meta["notes"]`` saying why), "native" (required) or "torch".
-    ``trace.meta["recorder"]`` says which recorded.
+    ``trace.meta["recorder"]`` says which recorded. On a GPU "auto" stays on torch's CUDA-event
+    path for now; "native" records a pooled CUDA event pair per op (no CUPTI kernels yet), for
+    the ops at a depth below ``gpu_depth`` (None: every op; 1: the outermost only, cheapest).
     """
 
     def __init__(self, *, cuda: bool | None = None, record_shapes: bool = False,

@@ -17,7 +17,7 @@ T0 = 1_700_000_000_000_000_000
 ORIGIN = 123_456_789.0  # the GPU offsets' origin: any value, it must cancel out
 
 
-def _records(flags, start_ns, end_ns, device, start_offset, end_offset, anchors):
+def _records(flags, start_ns, end_ns, device, start_offset, end_offset, anchors, error=""):
     count = len(flags)
     anchor_cpu, anchor_offset = zip(*anchors)
     return NativeRecords(
@@ -32,7 +32,7 @@ def _records(flags, start_ns, end_ns, device, start_offset, end_offset, anchors)
                        device=np.array(device, np.int8), stream=np.zeros(count, np.int64),
                        anchor_cpu_ns=np.array(anchor_cpu, np.int64),
                        anchor_device=np.zeros(len(anchors), np.int8),
-                       anchor_offset_ns=ORIGIN + np.array(anchor_offset, float), error=""))
+                       anchor_offset_ns=ORIGIN + np.array(anchor_offset, float), error=error))
 
 
 def test_event_offsets_become_gpu_intervals_on_the_cpu_clock():
@@ -80,3 +80,21 @@ def test_cuda_events_are_refused_cleanly_without_cuda():
     records = library.stop()
     assert "aten::add" in records.names and records.gpu is None
     assert library.created_events() == 0
+
+
+def test_gpu_times_lost_at_stop_keep_the_cpu_ops_and_say_why():
+    records = _records(flags=[FLAG_ENDED | FLAG_GPU_END], start_ns=[T0 + 10_000],
+                       end_ns=[T0 + 20_000], device=[0], start_offset=[np.nan],
+                       end_offset=[np.nan], anchors=[(T0, np.nan)],
+                       error="CUDA error: an illegal memory access was encountered")
+    trace = native_records_to_trace(records, base_time_ns=T0, thread_names={}, pid=1,
+                                    meta={"notes": []})
+    assert len(trace) == 1 and len(trace.gpu_start_ns) == 0
+    assert any("No GPU time was placed: CUDA error" in note for note in trace.meta["notes"])
+
+
+def test_gpu_depth_must_be_a_depth():
+    import nbprof
+
+    with pytest.raises(ValueError, match="gpu_depth must be None"):
+        nbprof.profile(recorder="native", gpu_depth=-1)

@@ -26,23 +26,25 @@ uint32_t g_depth = std::numeric_limits<uint32_t>::max();
 namespace {
 
 using IsCapturing = int (*)(void* stream, int* status);  // cudaError_t, cudaStreamCaptureStatus
+using GetLastError = int (*)();
 IsCapturing g_is_capturing = nullptr;
+GetLastError g_get_last_error = nullptr;
 const c10::impl::DeviceGuardImplInterface* g_cuda = nullptr;
 std::string g_why;
 void* g_anchor[kMaxDevices][2] = {};  // per device: start and stop anchors, re-recorded too
 int64_t g_anchor_cpu[kMaxDevices][2] = {};
 uint64_t g_start_anchored = 0;
 
-IsCapturing find_is_capturing() {
-  if (void* found = dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"))
-    return reinterpret_cast<IsCapturing>(found);
+// A function of the CUDA runtime torch loaded (cudaStreamIsCapturing, cudaGetLastError)
+void* find_in_cudart(const char* symbol) {
+  if (void* found = dlsym(RTLD_DEFAULT, symbol)) return found;
   // torch loads its CUDA runtime privately (RTLD_LOCAL): find it by soname, never load one
   for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
                            "libcudart.so"}) {
     if (void* handle = dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
-      void* found = dlsym(handle, "cudaStreamIsCapturing");
+      void* found = dlsym(handle, symbol);
       dlclose(handle);  // RTLD_NOLOAD took a reference: torch still holds its own
-      if (found) return reinterpret_cast<IsCapturing>(found);
+      if (found) return found;
     }
   }
   return nullptr;
@@ -52,10 +54,15 @@ c10::Stream stream_of(int8_t device) {
   return g_cuda->getStream(c10::Device(c10::DeviceType::CUDA, device));
 }
 
-// false while the stream captures a CUDA graph (or its state cannot be read): no event then
+// false while the stream captures a CUDA graph (or its state cannot be read: e.g. the legacy
+// default stream while another stream captures): no event then
 bool may_record(const c10::Stream& stream) {
   int status = 0;
-  return g_is_capturing(g_cuda->getStreamNativeHandle(stream), &status) == 0 && status == 0;
+  if (g_is_capturing(g_cuda->getStreamNativeHandle(stream), &status) != 0) {
+    g_get_last_error();  // ours: the next kernel launch check must not report it as its own
+    return false;
+  }
+  return status == 0;
 }
 
 void record_on(void** event, const c10::Stream& stream) {
@@ -76,8 +83,9 @@ const char* unavailable() {
       g_why = "torch sees no CUDA device";
       return g_why.c_str();
     }
-    g_is_capturing = find_is_capturing();
-    if (!g_is_capturing) {
+    g_is_capturing = reinterpret_cast<IsCapturing>(find_in_cudart("cudaStreamIsCapturing"));
+    g_get_last_error = reinterpret_cast<GetLastError>(find_in_cudart("cudaGetLastError"));
+    if (!g_is_capturing || !g_get_last_error) {
       g_why = "cudaStreamIsCapturing was not found in the CUDA runtime torch loaded";
       return g_why.c_str();
     }
