@@ -1,7 +1,9 @@
-// anywidget module: the summary as a table. A header click sorts by that column (again: the other
-// way); a row click selects that op (the kernel highlights its events); the selection is kept by
-// name, so it stays on its row through a re-sort. Sorting is done here, on the rows sent once.
-// It never scrolls sideways: number columns fit their text, names are cut (full name on hover).
+// anywidget module: a sortable table (the Summary, the Overview's and Compare's tables). A header
+// click sorts by that column (again: the other way); a row click selects that row (the kernel
+// highlights its events); the selection is kept by the row's key (its name unless it has one), so
+// it stays on its row through a re-sort. Sorting is done here, on the rows sent once. It never
+// scrolls sideways: number columns fit their text, names are cut (full name on hover). A row's
+// call path, where it has one, shows as a grey line under its name.
 const STYLE = `
 .nbprof-summary-table { max-height: 260px; overflow-y: auto; overflow-x: hidden; }
 .nbprof-summary-table table { width: 100%; table-layout: fixed; border-collapse: collapse;
@@ -14,7 +16,9 @@ const STYLE = `
 .nbprof-summary-table th:first-child, .nbprof-summary-table td:first-child { text-align: left; }
 .nbprof-summary-table tbody tr { cursor: pointer; }
 .nbprof-summary-table tbody tr:hover { background: var(--jp-layout-color3, #ddd); }
-.nbprof-summary-table tbody tr.selected { background: #ffe08a; }`;
+.nbprof-summary-table tbody tr.selected { background: #ffe08a; }
+.nbprof-summary-table .path { color: #777; font-size: 11px; overflow: hidden;
+  text-overflow: ellipsis; }`;
 
 function render({ model, el }) {
   el.classList.add("nbprof-summary-table");
@@ -73,13 +77,22 @@ function render({ model, el }) {
     const selected = model.get("selected");
     for (const row of rows) {
       const tr = document.createElement("tr");
+      const rowKey = row.key !== undefined ? row.key : row.name;
       tr.dataset.name = row.name;
-      if (row.name === selected) tr.classList.add("selected");
+      tr.dataset.key = rowKey;
+      if (rowKey === selected) tr.classList.add("selected");
       for (const column of columns) {
         const td = document.createElement("td");
         if (column.key === "name") {
           td.textContent = row.label;
           td.title = row.label;  // the full name on hover: the cell cuts long ones
+          if (row.path) {  // what tells this row from others of its name (the whole on hover)
+            const path = document.createElement("div");
+            path.className = "path";
+            path.textContent = row.path;
+            td.appendChild(path);
+            td.title = `${row.label}\n${row.full_path || row.path}`;
+          }
         } else {
           td.className = "num";
           td.textContent = row[`${column.key}_text`];
@@ -87,7 +100,7 @@ function render({ model, el }) {
         tr.appendChild(td);
       }
       tr.addEventListener("click", () => {
-        model.set("selected", row.name);
+        model.set("selected", rowKey);
         model.save_changes();
       });
       body.appendChild(tr);

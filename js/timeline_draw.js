@@ -95,19 +95,20 @@ function layoutLanes(S) {
   S.collapsed = cap === 1;
   S.rowY = new Float64Array(info.row_lane.length).fill(NaN);
   S.rowH = new Float64Array(info.row_lane.length).fill(1);
+  S.unnamed = new Uint8Array(info.row_lane.length);
   S.drawnRows = [];
   S.headers = [];
   const spans = [], bands = {left: [], right: [], bottom: [], top: []};  // spans: what the y axis names
   const band = (bottom, top) => {
     bands.left.push(-1e18); bands.right.push(1e18); bands.bottom.push(bottom); bands.top.push(top);
   };
-  let y = 0, group = null, shade = false, bandTop = 0, headerY = 0;
+  let y = 0, group = null, shade = false, bandTop = 0, headerY = 0, headerNamed = false;
   const closeBand = () => { if (shade && y > bandTop) band(bandTop, y); };
   for (const lane of lanes) {
     if (info.groups[lane] !== group) {
       closeBand();
       if (group !== null) shade = !shade;
-      group = info.groups[lane]; bandTop = y;
+      group = info.groups[lane]; bandTop = y; headerNamed = false;
       if (headers) {
         const collapsed = S.collapsedGroups.has(group);
         const count = lanes.filter((l) => info.groups[l] === group).length;
@@ -121,9 +122,10 @@ function layoutLanes(S) {
     }
     if (!open(lane)) {  // collapsed: its top rows drawn into the header, as one envelope
       for (const r of S.laneRows[lane]) {
-        S.rowY[r] = headerY; S.rowH[r] = 1;
+        S.rowY[r] = headerY; S.rowH[r] = 1; S.unnamed[r] = headerNamed ? 1 : 0;
         if (info.lane_is_gpu[lane] || info.row_sub[r] === 0) S.drawnRows.push(r);
       }
+      headerNamed = true;  // by the group's first lane: the others' names would cover its own
       continue;
     }
     const height = placeLane(S, lane, y, cap, true);
@@ -200,7 +202,7 @@ function drawView(S) {
     // Its name inside the bar where it is wide enough, centred on the part in view.
     const shownLeft = Math.max(left, x0), shownRight = Math.min(right_, x1);
     const px = (shownRight - shownLeft) / nsPerPx;
-    if (px >= LABEL_MIN_PX) {
+    if (px >= LABEL_MIN_PX && !S.unnamed[r]) {
       let fitted = fitText(S, name, px - 6);
       // a block too narrow for "404 events, mostly …" still says how many it holds
       if (count > 1 && fitted !== name && textWidth(S, `${count} events`) <= px - 6) fitted = `${count} events`;

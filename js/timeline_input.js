@@ -1,8 +1,8 @@
 // The wheel, the keyboard, Shift+drag and group headers, as DOM listeners on the plot's element.
 //
-// Plain wheel scrolls the page or notebook: Bokeh's wheel zoom tool wants Ctrl (and Chromium
-// sends a trackpad pinch as Ctrl+wheel), and without it Bokeh leaves the event to the page. ⌘ +
-// wheel zooms and Shift + wheel pans here; Alt + wheel zooms the lanes in y (lanes cut to fit grow
+// Plain wheel scrolls the page or notebook. Ctrl + wheel (Chromium sends a trackpad pinch so) and
+// ⌘ + wheel zoom here, by exp(±k·delta): a notch in and a notch out land where they started
+// (Bokeh's own wheel zoom scales by 1 ∓ k·delta, which does not). Shift + wheel pans; Alt + wheel zooms the lanes in y (lanes cut to fit grow
 // back), Alt + Shift + wheel scrolls them. With the timeline focused (click it) the keys work as
 // in Perfetto: W/S zoom, A/D pan, the arrows the same, Esc clears the selection.
 
@@ -92,8 +92,7 @@ function installInput(S, view) {
   const headerAt = (y) => (S.headers || []).find((h) => y >= h.top && y < h.bottom);
 
   el.addEventListener("wheel", (event) => {
-    if (event.ctrlKey) return;  // Bokeh's wheel zoom tool (and a pinch)
-    const zoom = event.metaKey, pan = event.shiftKey, lanes = event.altKey;
+    const zoom = event.ctrlKey || event.metaKey, pan = event.shiftKey, lanes = event.altKey;
     if (!zoom && !pan && !lanes) return;  // the page scrolls
     const at = local(event);
     if (!at.inFrame) return;

@@ -224,10 +224,14 @@ def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
         from .gpu_agreement import ratio_cell
 
         headers[5:7] = ["GPU (events)", "GPU (kernels)", "Events/kernels"]
+    if not trace.has_gpu:  # CPU only: no column of zeros
+        del headers[5:7]
     cells = []
     for row in shown:
         gpu = [format_us(row.cuda_time_total), format_us(row.cuda_time_avg)]
-        if both:
+        if not trace.has_gpu:
+            gpu = []
+        elif both:
             gpu = [format_us(row.gpu_events_total), format_us(row.gpu_kernels_total),
                    "-" if row.events_per_kernels is None else ratio_cell(row.events_per_kernels)]
         cells.append([row.name,

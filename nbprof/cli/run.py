@@ -105,7 +105,7 @@ def _run(options, script_args: list[str], stops: StopSignals) -> int:
         print(f"nbprof: note: {note}", file=sys.stderr)
     from ..record.overhead import describe_overhead
 
-    if overhead := describe_overhead(trace.meta.get("overhead")):
+    if overhead := describe_overhead(trace.meta.get("overhead"), of="the run"):
         print(f"nbprof: {overhead}")
     if options.table:
         print(trace.table())

@@ -269,7 +269,8 @@ def range_summary_html(trace: Trace, summary) -> str:
     time inside it, CPU and GPU apart."""
     origin = timeline_origin_ns(trace)
     head = (f"<b>Selected range</b> {html_text(interval_text(summary.start_ns, summary.end_ns, origin))}"
-            f": {summary.cpu.events:,} CPU events, {summary.gpu.events:,} GPU intervals")
+            f": {summary.cpu.events:,} CPU events"
+            + (f", {summary.gpu.events:,} GPU intervals" if trace.has_gpu else ""))
     parts = [f"<div class='nbprof-range-head'>{head}</div>"]
     for side, title, noun in ((summary.cpu, "CPU", "events"), (summary.gpu, "GPU", "intervals")):
         if not side.events:

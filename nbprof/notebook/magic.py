@@ -368,11 +368,11 @@ def _recorded_ops(trace) -> int:
 def _show_widget(trace, options, note: str | None, **compare) -> None:
     from IPython.display import display
 
-    from .widget import widget
+    from .widget import TraceWidget
 
     name = options.variable or time.strftime("cudaprof-%Y%m%d-%H%M%S")
-    display(widget(trace, name=name, sort_by=options.sort, note=note, collapsed=note is not None,
-                   **compare))
+    display(TraceWidget(trace, name=name, sort_by=options.sort, note=note,
+                        collapsed=note is not None, in_cell=True, **compare))
 
 
 def _after_traceback(shell, show) -> None:

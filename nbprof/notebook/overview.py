@@ -2,22 +2,24 @@
 built when its tab is first opened.
 
 Overview: a stacked bar per step (timeline/overview.py), the steps as a list, the top kernels and
-copies, and the findings. Picking a step in the list, or tapping its bar, zooms the timeline to
-that step. The contents come from the pure modules (steps, kernel_summary, findings).
+copies as sortable tables (each row's call path under its name), and the findings. Picking a step
+in the list, or tapping its bar, zooms the timeline to that step; clicking a kernel row outlines its
+intervals and zooms to them. The contents come from the pure modules (steps, kernel_summary, findings).
 """
 
 from __future__ import annotations
 
-from ..timeline.html_text import PRE_STYLE, html_text
-
 import ipywidgets
+import numpy as np
 
-from ..analysis.averages import format_us
+from ..timeline.html_text import html_text
+from ..analysis.averages import format_us, printable
 from ..analysis.callpaths import CallPaths
 from ..analysis.findings import findings
 from ..analysis.kernel_summary import kernel_summary
 from ..analysis.steps import breakdown, step_table
 from ..analysis.tables import records
+from .view_range import outline_and_show
 
 
 class OverviewPane(ipywidgets.VBox):
@@ -44,18 +46,24 @@ class OverviewPane(ipywidgets.VBox):
         self.step_list.observe(lambda change: self.zoom_to(change["new"]), names="value")
         found = "".join(f"<li>{html_text(line)}</li>" for line in self.findings) or "<li>nothing stands out</li>"
         findings_html = ipywidgets.HTML(f"<ul class='nbprof-findings' style='margin:2px 0'>{found}</ul>")
-        tables = kernels.table()
+        self._paths = paths
         if trace.has_gpu:
             memory = kernel_summary(trace, memory=True, limit=5, plain=True, paths=paths)
-            tables += "\n\nMemcpy / memset:\n" + memory.table()
-        kernel_html = ipywidgets.HTML(
-            f"<pre class='nbprof-kernels' style='{PRE_STYLE}'>{html_text(tables)}</pre>"
-            if trace.has_gpu else "<i>no GPU work recorded</i>")
+            self.kernel_table = gpu_work_table(records(kernels), self.show_gpu_work)
+            self.memory_table = gpu_work_table(records(memory), self.show_gpu_work, first_key=len(kernels))
+            kernel_tables = [self.kernel_table, ipywidgets.HTML("<b>Memcpy / memset</b>"),
+                             self.memory_table]
+            for table in (self.kernel_table, self.memory_table):
+                table.add_class("nbprof-kernels")
+        else:
+            self.kernel_table = self.memory_table = None
+            kernel_tables = [ipywidgets.HTML("<i>no GPU work recorded</i>")]
         source = self.steps[0]["source"] if self.steps else "none"
         super().__init__([findings_html, ipywidgets.HTML(f"<b>Steps</b> (from {html_text(source)}; pick "
                                                          "one, or tap its bar, to zoom the timeline to it)"),
-                          BokehModel(figure), self.step_list, ipywidgets.HTML("<b>Top GPU work</b>"),
-                          kernel_html])
+                          BokehModel(figure), self.step_list,
+                          ipywidgets.HTML("<b>Top GPU work</b> (click a row to see it on the timeline)"),
+                          *kernel_tables])
         self.add_class("nbprof-overview")
 
     @staticmethod
@@ -74,9 +82,82 @@ class OverviewPane(ipywidgets.VBox):
         if self.step_list.value != index:
             self.step_list.value = index
 
+    def show_gpu_work(self, key: str) -> None:
+        """A row of the GPU work tables was clicked: outline its intervals (that name, launched
+        from that call path) and zoom the timeline to them."""
+        row = next(row for table in (self.kernel_table, self.memory_table) for row in table.rows
+                   if row["key"] == key)
+        trace = self.trace
+        rows = np.flatnonzero(trace.gpu_name_id == trace.names.index(row["name"]))
+        launch = trace.gpu_launch[rows].astype(np.int64)
+        path = np.where(launch >= 0, self._paths.of_event[np.maximum(launch, 0)] if len(trace) else -1, -1)
+        texts = {p: self._paths.text(p) for p in np.unique(path).tolist()}
+        rows = rows[np.fromiter((texts[p] == row["call_path"] for p in path.tolist()), bool, len(rows))]
+        outline_and_show(self.timeline, trace.gpu_start_ns[rows], trace.gpu_end_ns[rows], gpu_rows=rows)
+
     def _bar_tapped(self, _attr, _old, new) -> None:
         if new:
             self.zoom_to(int(new[0]))
+
+
+TAB_RESTARTED = "kernel restarted: re-run the cell to compute this tab"
+
+
+# The GPU work tables' columns ("name" is the text column; the others sort as numbers).
+GPU_WORK_COLUMNS = [
+    {"key": "name", "title": "Name", "tip": "kernel, memcpy or memset; under it, the call path that launched it"},
+    {"key": "count", "title": "Calls", "tip": "how many ran"},
+    {"key": "total_us", "title": "Total", "tip": "GPU time of all of them"},
+    {"key": "mean_us", "title": "Mean", "tip": "total / calls"},
+    {"key": "share_pct", "title": "Share", "tip": "of all the GPU work of this kind"},
+]
+
+
+PATH_SEPARATOR = " > "
+
+
+def splitting_paths(names: list[str], paths: list[str]) -> list[str]:
+    """What to show of each row's call path: for a name on several rows, the path from where it
+    parts from the others' ("… > measure|forward > aten::linear > aten::addmm"); for a name on
+    one row, the op that launched it."""
+    parts = [path.split(PATH_SEPARATOR) if path else [] for path in paths]
+    shown = []
+    for index, name in enumerate(names):
+        others = [parts[other] for other in range(len(names)) if other != index and names[other] == name]
+        own = parts[index]
+        if not others:
+            shown.append(own[-1] if own else "")
+            continue
+        common = max(_common_prefix(own, other) for other in others)
+        cut = min(common, max(len(own) - 1, 0))
+        shown.append(("… > " if cut else "") + PATH_SEPARATOR.join(own[cut:]))
+    return shown
+
+
+def _common_prefix(a: list, b: list) -> int:
+    length = 0
+    while length < min(len(a), len(b)) and a[length] == b[length]:
+        length += 1
+    return length
+
+
+def gpu_work_table(rows: list[dict], on_pick, first_key: int = 0):
+    """A sortable table of kernel_summary's rows; each row keeps its call path (rows of one name
+    differ by it: it is shown under the name)."""
+    from .summary_table import SortableTable
+
+    table_rows = []
+    shown = splitting_paths([row["name"] for row in rows], [row["call_path"] for row in rows])
+    for index, row in enumerate(rows):
+        table_rows.append({
+            "key": str(first_key + index), "name": row["name"], "label": printable(row["name"]),
+            "path": printable(shown[index]), "full_path": printable(row["call_path"]),
+            "call_path": row["call_path"],
+            "count": int(row["count"]), "count_text": f"{int(row['count']):,}",
+            "total_us": float(row["total_us"]), "total_us_text": format_us(row["total_us"]),
+            "mean_us": float(row["mean_us"]), "mean_us_text": format_us(row["mean_us"]),
+            "share_pct": float(row["share_pct"]), "share_pct_text": f"{row['share_pct']:.1f}%"})
+    return SortableTable(GPU_WORK_COLUMNS, table_rows, "total_us", on_pick)
 
 
 class LazyPane(ipywidgets.VBox):
@@ -86,7 +167,10 @@ class LazyPane(ipywidgets.VBox):
     the timeline could show, and their 445 MB peak stacked on the kept Timeline's."""
 
     def __init__(self, build):
-        super().__init__([ipywidgets.HTML("<i>computing…</i>")])
+        # After a kernel restart nothing computes it: the widget's style swaps in the restart note.
+        super().__init__([ipywidgets.HTML(
+            f"<i class='nbprof-computing'>computing…</i><span class='nbprof-tab-restarted'>"
+            f"{html_text(TAB_RESTARTED)}</span>")])
         self._build, self._pane = build, None
 
     @property
@@ -112,7 +196,8 @@ def add_answer_panes(widget, compare_to=None, compare_label: str = "the previous
     shown = panes.selected_index
     extra = [("Overview", LazyPane(lambda: OverviewPane(widget.trace, widget.timeline)))]
     if compare_to is not None:
-        extra.append(("Compare", LazyPane(lambda: ComparePane(compare_to, widget.trace, compare_label))))
+        extra.append(("Compare", LazyPane(lambda: ComparePane(compare_to, widget.trace, compare_label,
+                                                              timeline=widget.timeline))))
     widget.lazy_panes = dict(extra)
     titles = [panes.get_title(i) for i in range(len(panes.children))]
     panes.children = [*panes.children, *(pane for _, pane in extra)]

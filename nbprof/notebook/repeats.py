@@ -83,10 +83,11 @@ def repeat_table(trace: Trace, row_limit: int = 20, name_width: int = 55) -> str
         return f"No run of the {requested} completed, so there is no per-run summary."
     rows = repeat_summary(trace)
     shown = limit_rows(rows, row_limit)
-    headers = ["Name", "CPU mean", "CPU min", "CPU max", "CUDA mean", "Calls/run"]
+    gpu = trace.has_gpu  # CPU only: no column of zeros
+    headers = ["Name", "CPU mean", "CPU min", "CPU max", *["CUDA mean"] * gpu, "Calls/run"]
     cells = [[row.name, format_us(row.cpu_mean_us), format_us(row.cpu_min_us),
-              format_us(row.cpu_max_us), format_us(row.cuda_mean_us), f"{row.calls_per_run:g}"]
-             for row in shown]
+              format_us(row.cpu_max_us), *[format_us(row.cuda_mean_us)] * gpu,
+              f"{row.calls_per_run:g}"] for row in shown]
     over = f"{runs} runs" if runs == requested else f"the {runs} of {requested} runs that completed"
     out = [f"Per run, over {over}:", *text_table(headers, cells, name_width)]
     if len(rows) > len(shown):

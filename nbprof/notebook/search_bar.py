@@ -34,6 +34,7 @@ class SearchBar(ipywidgets.HBox):
         self._order, self._index = None, -1
         self._message = ""
         self.box.observe(lambda change: self.search(change["new"]), names="value")
+        self.box.on_msg(self._on_box_message)  # Enter: the next match (as in a browser's find)
         self.previous.on_click(lambda _button: self.step(-1))
         self.next.on_click(lambda _button: self.step(+1))
         for end in ("start", "end"):  # a zoom or pan changes how many matches are in view
@@ -67,7 +68,8 @@ class SearchBar(ipywidgets.HBox):
             starts = np.concatenate([self.trace.start_ns[self._matches],
                                      self.trace.gpu_start_ns[self._gpu_matches]])
             self._order = np.argsort(starts, kind="stable")
-        self._index = (self._index + step) % total
+        # Before the first step, "previous" goes to the last match (as "next" goes to the first).
+        self._index = (self._index + step) % total if self._index >= 0 or step > 0 else total - 1
         k = int(self._order[self._index])
         if k < len(self._matches):
             kind, row = "cpu", int(self._matches[k])
@@ -81,6 +83,11 @@ class SearchBar(ipywidgets.HBox):
         # to again (no change): and the user may have switched to another pane since.
         self._on_step(row, kind)
         self._show_count()
+
+    def _on_box_message(self, _widget, content, _buffers) -> None:
+        # The text box sends {"event": "submit"} on Enter (what the deprecated on_submit read).
+        if content.get("event") == "submit":
+            self.step(+1)
 
     def _set_matches(self, event_ids: np.ndarray, gpu_rows: np.ndarray, message: str) -> None:
         self.timeline.highlight(event_ids, gpu_rows)

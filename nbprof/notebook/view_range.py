@@ -21,3 +21,17 @@ def count_in_view(trace, timeline, origin_ns: int, event_ids, gpu_rows) -> int:
     return int(np.count_nonzero((trace.start_ns[event_ids] < high) & (trace.end_ns[event_ids] > low))
                + np.count_nonzero((trace.gpu_start_ns[gpu_rows] < high)
                                   & (trace.gpu_end_ns[gpu_rows] > low)))
+
+
+def outline_and_show(timeline, starts: np.ndarray, ends: np.ndarray, event_ids=(), gpu_rows=()) -> None:
+    """Outline these events (a table row's) and zoom to all of them: one as its own bar
+    (bring_into_view), several from the first's start to the last's end with a little room."""
+    if not len(starts):
+        return
+    timeline.highlight(event_ids, gpu_rows)
+    start, end = int(starts.min()), int(ends.max())
+    if len(starts) == 1:
+        timeline.bring_into_view(start, end)
+    else:
+        pad = max((end - start) // 50, 1)
+        timeline.show_range(start - pad, end + pad)

@@ -30,7 +30,11 @@ _STYLE = ("<style>.nbprof-export { width: auto; flex: 0 0 auto; } "
           ".nbprof-restarted.jupyter-widgets-disconnected { display: block; } "
           ".nbprof-widget .jupyter-widgets-disconnected::before, "
           ".nbprof-widget.jupyter-widgets-disconnected::before { display: none; } "
-          ".jupyter-widgets-disconnected .nbprof-live { opacity: 0.4; pointer-events: none; }</style>")
+          ".jupyter-widgets-disconnected .nbprof-live { opacity: 0.4; pointer-events: none; } "
+          # a tab never opened before the restart: nothing will compute it now
+          ".nbprof-tab-restarted { display: none; color: #b00; font-weight: bold; } "
+          ".jupyter-widgets-disconnected .nbprof-tab-restarted { display: inline; } "
+          ".jupyter-widgets-disconnected .nbprof-computing { display: none; }</style>")
 RESTARTED = "kernel restarted: re-run the cell to search and export"
 
 
@@ -64,7 +68,8 @@ class TraceWidget(ipywidgets.VBox):
 
     def __init__(self, trace: Trace, *, name: str, sort_by: str, note: str | None, export_dir=None,
                  collapsed: bool = False, compare_to: Trace | None = None,
-                 compare_label: str = "the previous run", **timeline_options):
+                 compare_label: str = "the previous run", in_cell: bool = False,
+                 **timeline_options):
         from .bokeh_host import PlotHost
         from .export_panel import ExportPanel
         from ..timeline import Timeline
@@ -90,7 +95,9 @@ class TraceWidget(ipywidgets.VBox):
 
         restarted = ipywidgets.HTML(f"<span>{html_text(RESTARTED)}</span>")
         restarted.add_class("nbprof-restarted")
-        overhead = describe_overhead(trace.meta.get("overhead"))  # "profiler overhead ≈ ..."
+        # "profiler overhead ≈ ..., ~9% of this cell" only under the cell that was profiled
+        overhead = describe_overhead(trace.meta.get("overhead"),
+                                     of="this cell" if in_cell else "the profiled code")
         header = [ipywidgets.HTML(_STYLE + DETAILS_STYLE), restarted] + (
             [ipywidgets.HTML(f"<b>{html_text(note)}</b>")] if note else []) + (
             [ipywidgets.HTML(html_text(overhead))] if overhead else [])

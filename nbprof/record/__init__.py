@@ -18,6 +18,8 @@ profiling cost). Imports the model (and :mod:`nbprof.ranks` for a rank's identit
 - :mod:`.calibrate`: what one recorded op costs under the profilers that are on.
 - :mod:`.forks`: forked children (DataLoader workers) record and print nothing.
 - :mod:`.quiet`: keeps Kineto's USDT start/stop lines out of stderr (a notebook shows them red).
+- :mod:`.python_frames` (pure): which of ``with_stack``'s Python frames are the user's; cells named
+  "cell [n]" (convert keeps only the user's frames and the threads that ran something).
 - :mod:`.threads`: names of the OS threads that ran ops, including threads that ended early.
 - :mod:`.interrupts`: holds Ctrl-C back while torch's profiler is switched on or off.
 - :mod:`.numba_launches`: numba.cuda launches as ``numba::`` slices (swaps numba's launch path

@@ -18,8 +18,10 @@ import re
 import numpy as np
 
 from ..model import KIND_OP, Thread, Trace
+from ..model.nesting import nest
 from .gpu_clock import place_cuda_events
 from .own_cuda_calls import own_cuda_calls
+from .python_frames import cell_label, is_users, shell_cell_numbers, top_package, users_rows
 
 CPU_CATEGORIES = ("op", "user_annotation", "python_function")
 
@@ -73,6 +75,29 @@ def drop_profiler_frames(records):
     return keep_rows(records, keep)
 
 
+def keep_users_frames(records, cell_numbers: dict | None = None):
+    """``records`` with only the Python frames the user's code ran (their own frames and the calls
+    they made; never nbprof's), a notebook cell's frames named "cell [n]...", and no threads left
+    that ran no op and no frame of the user's (the kernel's idle threads). Ops all stay."""
+    cell_numbers = shell_cell_numbers() if cell_numbers is None else cell_numbers
+    python_rows = np.flatnonzero(records.is_python)
+    frames = {records.names[row] for row in python_rows}
+    users = {frame for frame in frames if is_users(frame, cell_numbers)}
+    nbprof = {frame for frame in frames if top_package(frame) == "nbprof"}
+    is_users_row = np.zeros(len(records.names), np.bool_)
+    is_users_row[[row for row in python_rows if records.names[row] in users]] = True
+    order = np.lexsort((-(records.end_ns - records.start_ns), records.start_ns))
+    depth, parent, _ = nest(records.start_ns[order], records.end_ns[order], records.tid[order])
+    keep = np.empty(len(order), np.bool_)
+    keep[order] = users_rows(records.is_python[order], is_users_row[order], parent, depth)
+    if nbprof:
+        keep[[row for row in python_rows if records.names[row] in nbprof]] = False
+    labels = {frame: label for frame in users if (label := cell_label(frame, cell_numbers))}
+    if labels:
+        records = records._replace(names=[labels.get(name, name) for name in records.names])
+    return keep_rows(records, keep) if not keep.all() else records
+
+
 def drop_own_cuda_calls(records, *, event_times: dict, windows=()):
     """``records`` without the profiler's own CUDA runtime calls (own_cuda_calls.py: the
     legacy event stub's cudaEventRecord & co., everything inside nbprof's recorder calls), and
@@ -107,8 +132,12 @@ def cpu_records_to_trace(records, *, base_time_ns: int, thread_names: dict, pid:
     ``meta["notes"]`` must say so (the caller's job, it knows why the fallback was chosen).
     """
     if records.is_python.any():
-        records = drop_profiler_frames(records)
+        records = keep_users_frames(drop_profiler_frames(records))
     name_id, names = intern_names(records.names)
+    own = [index for index, name in enumerate(names) if name.startswith(PROFILER_RANGE_PREFIX)]
+    if own:  # the recorder's own ranges (calibration): never the user's ops
+        records = keep_rows(records, ~np.isin(name_id, own))
+        name_id, names = intern_names(records.names)
     thread, threads = _thread_table(records.tid, thread_names, pid, first_tid)
     category = records.is_annotation.astype(np.uint8) + 2 * records.is_python.astype(np.uint8)
     start_ns = records.start_ns - base_time_ns

@@ -25,12 +25,13 @@ def overhead_meta(per_op_ns: float, op_count: int, block_ns: int,
             "share": round(min(share, 1.0), 6), **extra}
 
 
-def describe_overhead(overhead: dict | None) -> str:
-    """``profiler overhead ≈ 2.1 µs/op, ~9% of this cell``; empty without a measurement."""
+def describe_overhead(overhead: dict | None, of: str = "the profiled code") -> str:
+    """``profiler overhead ≈ 2.1 µs/op, ~9% of the profiled code`` (``of``: "this cell" where the
+    cell that was just profiled shows it); empty without a measurement."""
     if not overhead or "per_op_ns" not in overhead:
         return ""
     per_op_us = overhead["per_op_ns"] / 1000
     per_op = f"{per_op_us:.1f} µs/op" if per_op_us >= 0.1 else f"{overhead['per_op_ns']:.0f} ns/op"
     share = overhead.get("share", 0.0) * 100
     share_text = f"~{share:.0f}%" if share >= 1 else ("<1%" if share > 0 else "0%")
-    return f"profiler overhead ≈ {per_op}, {share_text} of this cell"
+    return f"profiler overhead ≈ {per_op}, {share_text} of {of}"

@@ -47,12 +47,14 @@ def _bars(trace, windows, offsets, status, row_base: int, depth: int, max_bars: 
     step = windows.of_times(trace.start_ns)
     cpu = np.flatnonzero((trace.depth < depth) & (step >= 0))
     threads, thread_row = np.unique(trace.thread[cpu], return_inverse=True)
-    rows = thread_row.reshape(-1) * depth + trace.depth[cpu]
+    # a row per thread and depth that holds a bar: no empty lanes
+    used, rows = np.unique(thread_row.reshape(-1) * depth + trace.depth[cpu], return_inverse=True)
+    rows = rows.reshape(-1)
     shift = offsets[step[cpu]] - windows.start_ns[step[cpu]]
     left, right = trace.start_ns[cpu] + shift, trace.end_ns[cpu] + shift
     names = [trace.names[i] for i in trace.name_id[cpu]]
     codes = status[cpu]
-    gpu_row = len(threads) * depth
+    gpu_row = len(used)  # a GPU row only for a run that has GPU work in its steps
     launch = trace.gpu_launch
     has = launch >= 0
     gpu_step = np.where(has, step[np.maximum(launch, 0)] if len(trace) else -1,
@@ -67,14 +69,35 @@ def _bars(trace, windows, offsets, status, row_base: int, depth: int, max_bars: 
     codes = np.concatenate([codes, gpu_codes])
     names += [trace.names[i] for i in trace.gpu_name_id[gpu]]
     keep = np.argsort(-(right - left), kind="stable")[:max_bars]
-    labels = [f"{run} · {trace.threads[t].name}" + (f" · depth {d}" if d else "")
-              for t in threads.tolist() for d in range(depth)] + [f"{run} · GPU"]
+    labels = [f"{run} · {trace.threads[threads[row // depth]].name}"
+              + (f" · depth {row % depth}" if row % depth else "") for row in used.tolist()]
+    labels += [f"{run} · GPU"] * bool(len(gpu))
     # ms on the axis
     return {"left": left[keep] / 1e6, "right": right[keep] / 1e6, "bottom": rows[keep] + row_base + 0.1,
             "top": rows[keep] + row_base + 0.9, "status": [STATUSES[c] for c in codes[keep]],
             "color": [STATUS_COLORS[STATUSES[c]] for c in codes[keep]],
             "name": [names[i] for i in keep.tolist()], "run": [run] * len(keep),
             "dur_us": (right - left)[keep] / 1e3}, labels
+
+
+# Names in bars, fitted to each bar's width in the whole view (zooming in only widens the bars).
+NAME_FONT_PX, CHAR_PX, ASSUMED_WIDTH_PX, MIN_NAMED_PX = 10, 6.0, 900, 36
+NAME_ON_DARK = {"slower", "faster", "removed"}  # white names on these colours, dark on the others
+
+
+def bar_names(data: dict, span: float) -> dict:
+    """Text glyph columns: each bar wide enough for a few characters, its name cut to fit."""
+    out = {"x": [], "y": [], "text": [], "color": []}
+    px_per_unit = ASSUMED_WIDTH_PX / max(span, 1e-12)
+    for i, name in enumerate(data["name"]):
+        chars = int(((data["right"][i] - data["left"][i]) * px_per_unit - 6) / CHAR_PX)
+        if chars * CHAR_PX < MIN_NAMED_PX - 6:
+            continue
+        out["x"].append(float(data["left"][i] + data["right"][i]) / 2)
+        out["y"].append(float(data["bottom"][i] + data["top"][i]) / 2)
+        out["text"].append(name if len(name) <= chars else name[:chars - 1] + "…")
+        out["color"].append("#ffffff" if data["status"][i] in NAME_ON_DARK else "#222222")
+    return out
 
 
 def comparison_figure(before, after, comparison, *, depth: int = 3, max_bars: int = 20_000,
@@ -95,6 +118,9 @@ def comparison_figure(before, after, comparison, *, depth: int = 3, max_bars: in
                   active_scroll="xwheel_zoom", name="nbprof_compare_plot", **size)
     quads = plot.quad(left="left", right="right", bottom="bottom", top="top", color="color",
                       line_color=None, source=source)
+    plot.text(source=ColumnDataSource(bar_names(data, span), name="nbprof_compare_names"),
+              x="x", y="y", text="text", text_color="color", text_align="center",
+              text_baseline="middle", text_font_size=f"{NAME_FONT_PX}px")
     for boundary in (offsets[1:] / 1e6).tolist():  # where each aligned step begins
         plot.ray(x=boundary, y=0, length=len(labels), angle=-np.pi / 2, color="#888888",
                  line_dash="dashed", line_width=1)

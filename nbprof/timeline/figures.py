@@ -53,17 +53,22 @@ return value.toFixed(0) + " ns";
 # the kernels a user has zoomed in on; "30.542463 s" can.
 _FORMAT_DURATION, _FORMAT_START = _format_ns(3), _format_ns(6)
 _TICK_NS = """
-// The unit follows the tick spacing, moved up while the numbers would get long (30.54245 s,
-// not 30542450 µs); every tick of a view gets the same unit.
-const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : (Math.abs(tick) || 1);
-const biggest = Math.max(...ticks.map(Math.abs));
+// Time since the trace's start, in the unit that fits the tick spacing. Zoomed in far from the
+// start (20 µs ticks 43 s in), labels would need 7+ digits to differ ("43.27926 s"): the first tick
+// then gives the time in full, the others the time after it ("+20 µs"), as Perfetto does.
 const units = [[1, "ns"], [1e3, "µs"], [1e6, "ms"], [1e9, "s"]];
-let u = 0;
-while (u < 3 && step >= units[u + 1][0]) u++;
-while (u < 3 && biggest / units[u][0] >= 1e4) u++;
-const [scale, unit] = units[u];
-const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / scale) - 1e-9)));
-return (tick / scale).toFixed(digits) + " " + unit;
+const step = ticks.length > 1 ? Math.abs(ticks[1] - ticks[0]) : (Math.abs(tick) || 1);
+const unitFor = (size) => { let u = 0; while (u < 3 && size >= units[u + 1][0]) u++; return u; };
+const text = (value, u, stepIn) => {
+  const [scale, unit] = units[u];
+  const digits = Math.min(9, Math.max(0, Math.ceil(-Math.log10(stepIn / scale) - 1e-9)));
+  return (value / scale).toFixed(digits) + " " + unit;
+};
+const biggest = Math.max(...ticks.map(Math.abs));
+if (biggest / step < 1e4) return text(tick, unitFor(biggest), step);  // short: one unit for all
+const first = ticks[0];
+if (index === 0) return text(first, unitFor(biggest), step);
+return "+" + text(tick - first, unitFor(step), step);
 """
 # A bar's left edge is its start (only its right edge is widened to stay visible): no start column.
 # Rows whose value is empty (no details, not launched) are hidden by the style: each such row's
@@ -87,10 +92,13 @@ def plot_height(units: int) -> int:
 
 
 def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, families,
-              empty: bool) -> tuple:
-    """The lanes plot; returns (plot, hover tool, y ticker) for the browser code to drive."""
+              empty: bool, view: tuple[int, int] | None = None) -> tuple:
+    """The lanes plot; returns (plot, hover tool, y ticker) for the browser code to drive. It opens
+    on ``view`` (ns on the axis) if given, else the whole span; reset shows the whole span."""
     pad = span * 0.02
-    x_range = Range1d(0, span, bounds=(-pad, span + pad), min_interval=10)
+    start, end = view or (0, span)
+    x_range = Range1d(start, end, bounds=(-pad, span + pad), min_interval=10, reset_start=0,
+                      reset_end=span)
     hover = HoverTool(tooltips=_TOOLTIP, formatters={
         "@left": CustomJSHover(code=_FORMAT_START), "@dur": CustomJSHover(code=_FORMAT_DURATION)},
         visible=False)  # always on: no button

@@ -83,6 +83,27 @@ def view_onto(view: tuple[float, float], start: float, end: float, width_px: flo
     return left, left + span
 
 
+# A trace whose GPU work starts late (after CUDA initialisation, data loading) and fills only part
+# of it opens on that work: the set-up would otherwise squeeze the work into a few pixels.
+WORK_STARTS_AFTER, WORK_SHORTER_THAN, WORK_PAD = 0.3, 0.6, 0.02
+
+
+def work_window(trace: Trace, origin_ns: int, span_ns: int) -> tuple[int, int] | None:
+    """The GPU work's extent (from the launch of its first interval), on the x axis (ns since
+    ``origin_ns``), where it starts late in the trace and fills little of it; else None."""
+    if not trace.has_gpu or span_ns <= 0:
+        return None
+    start, end = int(trace.gpu_start_ns.min()), int(trace.gpu_end_ns.max())
+    launches = trace.gpu_launch[trace.gpu_launch >= 0]
+    if len(launches):
+        start = min(start, int(trace.start_ns[launches].min()))
+    start, end = start - origin_ns, end - origin_ns
+    if start < WORK_STARTS_AFTER * span_ns or end - start > WORK_SHORTER_THAN * span_ns:
+        return None
+    pad = int(WORK_PAD * (end - start))
+    return max(start - pad, 0), min(end + pad, span_ns)
+
+
 class Timeline:
     """A Bokeh timeline of one Trace; see the package docstring for the interface."""
 
@@ -105,6 +126,7 @@ class Timeline:
         self._origin_ns = int(info["origin_ns"])  # the x axis is ns since this time
         self._fixed_width = bool(width)
         span = max(info["span_ns"], 1)
+        self._work = work_window(trace, self._origin_ns, span)
         total_rows = _row_units(lanes) or 1
         height = height or plot_height(total_rows)
         size = {"width": width} if width else {"sizing_mode": "stretch_width"}
@@ -130,7 +152,8 @@ class Timeline:
                                                                         name=f"nbprof_{name}")
                    for name, columns in _DRAWN.items()}}
         families = set(cpu_families(trace).tolist()) | set(gpu_families(trace).tolist())
-        plot, hover, ticker = main_plot(sources, span=span, rows=total_rows, height=height,
+        plot, hover, ticker = main_plot(sources, span=span, view=self._work, rows=total_rows,
+                                        height=height,
                                         size=size, families=families,
                                         empty=not len(trace) and not trace.has_gpu)
         overview = overview_plot(sources["overview_bars"], sources["overview_marks"], plot,
@@ -192,10 +215,14 @@ class Timeline:
         rank, world = trace.meta.get("rank"), trace.meta.get("world_size")
         where = "" if rank is None else f"rank {rank}" + (f" of {world}" if world else "") + " · "
         where = html_text(where)  # meta may come from a file: text, never markup
-        text = where + (f"{len(trace):,} CPU events · {len(trace.gpu_start_ns):,} GPU intervals · "
-                f"{trace.duration_ns / 1e6:,.3f} ms")
+        gpu = f"{len(trace.gpu_start_ns):,} GPU intervals · " if trace.has_gpu else ""
+        text = where + f"{len(trace):,} CPU events · {gpu}{trace.duration_ns / 1e6:,.3f} ms"
         if not trace.has_gpu:
             text += " · <b>CPU only: no GPU work recorded</b>"
+        if self._work:
+            start, end = (value / 1e9 for value in self._work)
+            text += (f"<br>Showing the GPU work, {start:.3f} s to {end:.3f} s; the reset tool (⟲) "
+                     "shows the whole trace, and the strip below it all.")
         from ..ranks import merged_note
 
         if merged_note(trace):

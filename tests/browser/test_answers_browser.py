@@ -99,9 +99,12 @@ def test_the_rerun_cell_has_a_compare_tab_naming_the_slower_op(page, artifacts):
     second.locator(".lm-TabBar-tab:has-text('Compare')").first.click()
     diff = second.locator(".nbprof-diff")
     diff.wait_for()
-    text = diff.inner_text()
+    diff.locator("tbody tr").first.wait_for()
     assert "previous value of t" in second.locator(".nbprof-compare").inner_text()
-    slower = [line for line in text.splitlines() if "slower" in line]
+    rows = diff.locator("tbody tr").all_inner_texts()  # a sortable table: a row per op and path
+    slower = [row for row in rows if "slower" in row]
+    by_name = second.locator(".nbprof-diff-by-name tbody tr").all_inner_texts()  # leads the tab
+    assert any("slower" in row and "aten::mul" in row for row in by_name)
     assert any("aten::mul" in line or "aten::ones" in line or "aten::fill_" in line for line in slower)
     bars = page.evaluate("""() => Math.max(0, ...Bokeh.documents.map(doc => {
         const source = doc.get_model_by_name('nbprof_compare_bars');

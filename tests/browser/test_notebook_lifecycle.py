@@ -126,6 +126,14 @@ def test_2_after_a_kernel_restart_the_widget_says_so_and_the_timeline_works(sess
         timeout=60_000)
     assert [t.strip() for t in _visible_text(page, f"{PANEL} .nbprof-restarted")] == [
         "kernel restarted: re-run the cell to search and export"] * PROFILED_CELLS
+    # a tab never opened before the restart says why it will not compute, not "computing…"
+    widget = page.locator(f"{PANEL} .nbprof-widget").first
+    widget.locator(".lm-TabBar-tab", has_text="Overview").click()
+    widget.locator(".nbprof-tab-restarted:visible").wait_for(timeout=10_000)
+    assert [t.strip() for t in _visible_text(page, f"{PANEL} .nbprof-tab-restarted")] == [
+        "kernel restarted: re-run the cell to compute this tab"]
+    assert not _visible_text(page, f"{PANEL} .nbprof-computing")
+    widget.screenshot(path=str(artifacts / "lifecycle_overview_after_restart.png"))
     # zoom still redraws the live widget's timeline: it lives in the page
     assert page.evaluate(_ZOOM_JS, True)
     page.locator(f"{PANEL} .nbprof-widget").first.screenshot(

@@ -150,9 +150,26 @@ def test_a_with_stack_event_shows_the_users_frames_and_its_cell(page, artifacts)
     details = widget.locator(".nbprof-details")
     details.locator("text=/cell \\[2\\], line 1: step/").wait_for()  # the def in the second cell
     text = details.inner_text()
-    assert "cell [3]" in text and "library frames" in text
+    assert "cell [3]" in text  # the cell is the outermost frame: what ran it is not the user's
     assert "ipykernel_" not in text and "interactiveshell" not in text
     details.screenshot(path=str(artifacts / "panes_stack.png"))
+
+
+def test_enter_in_search_steps_to_the_next_match_and_previous_starts_at_the_last(page):
+    page, _ = page
+    widget = _widget(page, CPU)
+    search = widget.locator(".nbprof-search input")
+    count = widget.locator(".nbprof-match-count")
+    search.fill("^aten::relu$")
+    count.locator("text=/^20 events · 20 in view$/").wait_for()
+    search.press("Enter")
+    count.locator("text=/^1 of 20 · /").wait_for()
+    search.press("Enter")
+    count.locator("text=/^2 of 20 · /").wait_for()
+    search.fill("^aten::mm$")  # a new search: the first "previous" goes to its last match
+    count.locator("text=/^20 events · /").wait_for()
+    widget.locator("button[title='previous match']").click()
+    count.locator("text=/^20 of 20 · /").wait_for()
 
 
 def test_the_export_message_and_its_perfetto_link_sit_beside_the_button(page, artifacts):
@@ -240,3 +257,34 @@ def test_an_area_selection_lists_what_ran_in_it(page, artifacts):
     assert rows.count() == len(summary.gpu.rows)
     assert rows.first.locator("td").nth(1).inner_text() == f"{summary.gpu.rows[0].count:,}"
     details.screenshot(path=str(artifacts / "panes_area_selection.png"))
+
+
+def test_the_overviews_gpu_work_table_sorts_and_a_row_click_zooms_to_its_kernels(page, artifacts):
+    page, _ = page
+    widget = _widget(page, GPU)
+    _tab(widget, "Overview")
+    table = widget.locator(".nbprof-kernels").first
+    table.locator("tbody tr").first.wait_for()
+    layout = table.evaluate(_LAYOUT_JS)
+    assert not layout["scrolls"] and layout["heads"] == layout["cells"], layout
+    # a name on several rows shows the call path that tells them apart; the whole on hover
+    first = table.locator("tbody tr").first.locator("td").first
+    name, path = first.inner_text().split("\n")[:2]
+    assert "ampere_sgemm" in name and ("warmup" in path or "measure" in path)
+    assert first.get_attribute("title").startswith(name + "\n")
+    # a row click outlines its kernels on the timeline and zooms to them (3 calls in one forward)
+    page.evaluate(f"""() => {{ const plot = ({_DOC_JS})({GPU}).get_model_by_name('nbprof_plot');
+        plot.x_range.setv({{start: 0, end: 43.5e9}}); }}""")  # the whole 43 s trace
+    before = _x_width(page, GPU)
+    table.locator("tbody tr").first.click()
+    page.wait_for_function(f"() => ({_DOC_JS})({GPU}).get_model_by_name('nbprof_highlight_gpu')"
+                           ".data.gpu_row.length === 3")
+    page.wait_for_function(f"() => {{ const p = ({_DOC_JS})({GPU}).get_model_by_name('nbprof_plot');"
+                           f" return p.x_range.end - p.x_range.start < {before} / 100; }}")
+    widget.screenshot(path=str(artifacts / "panes_overview_gpu_table.png"))
+    # sorted by total GPU time; a header click sorts by calls, largest first
+    calls = lambda: [int(t.replace(",", "")) for t in table.locator("tbody tr td:nth-child(2)").all_inner_texts()]
+    assert calls() != sorted(calls(), reverse=True)
+    table.locator("th", has_text="Calls").click()
+    table.locator("th", has_text="Calls ▼").wait_for()
+    assert calls() == sorted(calls(), reverse=True)

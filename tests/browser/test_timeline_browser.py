@@ -522,7 +522,7 @@ def test_group_headers_collapse_and_expand_on_click(browser, alexnet, artifacts)
     labels, headers = axis(page)
     ticks = dict((label, y) for y, label in page.evaluate("nbAxis()"))
     gpu_header = "▾ rank 0 · GPU 0"
-    x, y = page.evaluate(f"nbScreen(0, {ticks[gpu_header]})")
+    x, y = page.evaluate(f"nbScreen(nbX()[0], {ticks[gpu_header]})")
     page.mouse.click(x - 40, y)  # on the header's label, left of the plot
     page.wait_for_timeout(200)
     collapsed, collapsed_headers = axis(page)
@@ -533,7 +533,7 @@ def test_group_headers_collapse_and_expand_on_click(browser, alexnet, artifacts)
     header_y = dict((label, y) for y, label in page.evaluate("nbAxis()"))["▸ rank 0 · GPU 0 (3 lanes)"]
     assert any(gpu and abs(top - 0.1 - (header_y + 0.5)) < 0.51 for gpu, top in zip(bars["gpu"], bars["top"]))
     page.screenshot(path=artifacts / "timeline_group_collapsed.png")
-    x, y = page.evaluate(f"nbScreen(0, {header_y})")
+    x, y = page.evaluate(f"nbScreen(nbX()[0], {header_y})")
     page.mouse.click(x - 40, y)
     page.wait_for_timeout(200)
     assert axis(page) == (labels, headers)
@@ -799,6 +799,85 @@ def test_narrow_blocks_say_how_many_events_they_hold(browser, shared_traces, tmp
     assert counts  # blocks too narrow for "N events, mostly aten::..." keep their count
     assert not [t for t in texts if re.fullmatch(r"\d+ even.*…", t)]  # never "404 even…"
     page.screenshot(path=artifacts / "timeline_training_step.png")
+    page.close()
+
+
+def tick_labels(page):
+    """The x axis' tick labels as the page draws them now."""
+    page.wait_for_timeout(150)  # the axis lays out its ticks on the next frame
+    return page.evaluate("""() => { const plot = nb('nbprof_plot'), axis = plot.below[0];
+        const view = [...Bokeh.index.find_one(plot).renderer_views.values()].find(v => v.model === axis);
+        return axis.formatter.doFormat(view.tick_coords.major[0], {loc: 0}); }""")
+
+
+def test_the_time_axis_reads_at_every_zoom_and_opens_on_the_gpu_work(browser, alexnet, artifacts):
+    import re
+
+    trace, path = alexnet
+    page = open_page(browser, path)
+    origin = int(trace.start_ns.min())
+    span = int(max(trace.end_ns.max(), trace.gpu_end_ns.max())) - origin
+    # alexnet's first 30 s are set-up (no GPU work): the page opens on the GPU's work, all of it
+    start, end = page.evaluate("nbX()")
+    assert start > 0.5 * span and start < trace.gpu_start_ns.min() - origin
+    assert end >= trace.gpu_end_ns.max() - origin
+    assert all(re.fullmatch(r"\d+ s", label) for label in tick_labels(page)), tick_labels(page)
+    # 100 µs, 43 s into the trace: the first tick in full, the others after it
+    page.evaluate("nbSetX(43279260000, 43279360000)")
+    labels = tick_labels(page)
+    page.screenshot(path=artifacts / "timeline_axis_zoomed_in.png")
+    assert re.fullmatch(r"43\.2792\d+ s", labels[0]), labels
+    assert labels[1:] and all(re.fullmatch(r"\+\d+ µs", label) for label in labels[1:]), labels
+    page.evaluate("nbSetX(1000, 3001000)")  # near the start, plain labels in the unit that fits
+    assert all(re.fullmatch(r"\d+(\.\d+)? ms", label) for label in tick_labels(page)), tick_labels(page)
+    # the reset tool shows the whole trace
+    page.evaluate("() => Bokeh.index.find_one(nb('nbprof_plot')).reset()")
+    page.wait_for_timeout(200)
+    assert page.evaluate("nbX()") == [0, span]
+    page.close()
+
+
+def test_ctrl_wheel_zooms_in_and_out_by_the_same_factor(browser, alexnet):
+    _, path = alexnet
+    page = open_page(browser, path)
+    view = page.evaluate("nbX()")
+    x, y = page.evaluate(f"nbScreen({(view[0] + view[1]) / 2}, 3)")
+    page.mouse.move(x, y)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, -300)
+    page.wait_for_timeout(200)
+    zoomed = page.evaluate("nbX()")
+    page.mouse.wheel(0, 300)
+    page.wait_for_timeout(200)
+    page.keyboard.up("Control")
+    assert zoomed[1] - zoomed[0] < 0.9 * (view[1] - view[0])
+    assert page.evaluate("nbX()") == pytest.approx(view, rel=1e-6, abs=1)
+    page.close()
+
+
+def test_a_collapsed_group_writes_no_name_over_another(browser, shared_traces, tmp_path, artifacts):
+    trace = nbprof.load(shared_traces / "gpu_training_step_68k.json.gz")
+    page = open_page(browser, save_html(trace, tmp_path / "collapsed.html"))
+    header, header_y = next((label, y) for y, label in page.evaluate("nbAxis()")
+                            if label.startswith("▾ rank 0 · pid 1102"))
+    x, y = page.evaluate(f"nbScreen(nbX()[0], {header_y})")
+    page.mouse.click(x - 40, y)  # collapse the process: its 3 thread lanes into the header row
+    page.wait_for_function("() => nbAxis().some(([y, label]) => label.startsWith('▸'))")
+    page.screenshot(path=artifacts / "timeline_collapsed_names.png")
+    # the names written in the header row, as spans of screen pixels
+    spans = page.evaluate(f"""() => {{
+        const d = nb('nbprof_labels').data, ctx = document.createElement('canvas').getContext('2d');
+        ctx.font = '11px sans-serif';
+        const spans = [];
+        for (let i = 0; i < d.text.length; i++) {{
+          if (Math.abs(d.y[i] - ({header_y} + 0.5)) > 0.5) continue;
+          const [x] = nbScreen(d.x[i], d.y[i]), half = ctx.measureText(d.text[i]).width / 2;
+          spans.push([x - half, x + half, d.text[i]]);
+        }}
+        return spans.sort((a, b) => a[0] - b[0]); }}""")
+    assert spans, "the header row names its first lane's bars"
+    overlapping = [(a[2], b[2]) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+    assert not overlapping
     page.close()
 
 

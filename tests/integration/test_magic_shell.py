@@ -1,6 +1,7 @@
 """%%cudaprof in a real IPython shell with real torch: what the user sees and what stays defined."""
 
 import os
+import threading
 
 import pytest
 from IPython.core.error import UsageError
@@ -185,6 +186,47 @@ def test_with_stack_keeps_the_cells_python_frames(shell):
     assert result.success
     stacks = shell.user_ns["stacked"].stacks
     assert any("step" in frame for stack in stacks.values() for frame in stack)
+
+
+def test_with_stack_lanes_show_the_users_code_not_the_machinery(shell):
+    import torch
+
+    done = threading.Event()
+    # a thread of the machinery (as ipykernel's are): idle in the standard library all along
+    idle = threading.Thread(target=done.wait, name="library-idle", daemon=True)
+
+    def users_worker():  # the user's own background thread: its frames and ops stay
+        while not done.wait(0.002):
+            torch.ones(3).add(1)
+
+    worker = threading.Thread(target=users_worker, name="users-worker", daemon=True)
+    idle.start()
+    worker.start()
+    number = shell.execution_count
+    try:
+        result, _ = run(shell, "%%cudaprof --no-display --with-stack -o lanes\n"
+                               "import time, torch\ndef step():\n    return torch.ones(2, 3) @ torch.ones(3, 4)\n"
+                               "for _ in range(3):\n    m = step()\n    time.sleep(0.02)")
+    finally:
+        done.set()
+    assert result.success
+    trace = shell.user_ns["lanes"]
+    lanes = [thread.name for thread in trace.threads]
+    assert "library-idle" not in lanes and "users-worker" in lanes
+    python = trace.categories.index("python_function")
+    frames = [trace.names[trace.name_id[row]] for row in range(len(trace))
+              if trace.category[row] == python]
+    assert not [frame for frame in frames if "nbprof" in frame or "IPython" in frame
+                or "_bootstrap" in frame]
+    main = trace.thread == 0
+    top = {trace.names[trace.name_id[row]] for row in range(len(trace))
+           if main[row] and trace.parent[row] < 0}
+    assert top == {f"cell [{number}]"}  # the cell is the outermost frame of its lane
+    assert f"cell [{number}], line 2: step" in frames  # where step is defined
+    worker_frames = {trace.names[trace.name_id[row]] for row in range(len(trace))
+                     if trace.threads[trace.thread[row]].name == "users-worker"}
+    assert any(frame.endswith(": users_worker") for frame in worker_frames)
+    assert "aten::add" in worker_frames
 
 
 def test_no_files_are_written_unless_asked(shell, tmp_path):

@@ -68,6 +68,17 @@ def test_nbprofs_own_python_frames_and_what_they_hold_are_dropped():
     assert kept.start_ns.tolist() == [0, 10] and kept.shapes == {1: [[2]]}
 
 
+def test_the_recorders_own_ranges_never_become_events():
+    raw = CpuRecords(
+        names=["aten::mm", "nbprof::calibrate", "nbprof::calibrate", "aten::add"],
+        start_ns=np.array([0, 5, 7, 10]), end_ns=np.array([4, 6, 8, 12]), tid=np.array([1, 1, 1, 1]),
+        is_annotation=np.array([False, True, True, False]), is_python=np.zeros(4, bool),
+        shapes={3: [[2]]}, stacks={}, cuda_us=None)
+    trace = cpu_records_to_trace(raw, base_time_ns=0, thread_names={}, pid=1)
+    assert [trace.names[i] for i in trace.name_id] == ["aten::mm", "aten::add"]
+    assert trace.shapes == {1: [[2]]}
+
+
 def test_intern_names_keeps_first_seen_order():
     ids, table = intern_names(["b", "a", "b", "c"])
     assert table == ["b", "a", "c"] and ids.tolist() == [0, 1, 0, 2]

@@ -54,6 +54,23 @@ def test_repeat_table_and_a_trace_without_runs():
         repeat_summary(plain)
 
 
+def test_a_cpu_only_trace_gets_no_columns_of_gpu_zeros(shared_traces):
+    import nbprof
+    from nbprof.analysis.range_summary import range_summary
+    from nbprof.notebook.details import range_summary_html
+
+    cpu_only = nbprof.load(shared_traces / "cpu_only_rank34.json.gz")
+    assert "CUDA" not in cpu_only.table() and "gloo:all_reduce" in cpu_only.table()
+    gpu = two_run_trace()
+    assert "CUDA total" in gpu.table() and "CUDA mean" in repeat_table(gpu)
+    runs = Trace.build(start_ns=[0, 10, 100, 110], end_ns=[50, 40, 150, 120], thread=[0] * 4,
+                       name_id=[0, 2, 1, 2], names=NAMES, threads=[(1, 1, "main")])
+    text = repeat_table(runs)
+    assert "aten::linear" in text and "CUDA" not in text
+    summary = range_summary(cpu_only, 0, int(cpu_only.end_ns.max()))
+    assert "GPU" not in range_summary_html(cpu_only, summary)
+
+
 def test_search_by_regex_text_and_case():
     trace = two_run_trace()
     result = find_events(trace, "relu")

@@ -57,6 +57,7 @@ def test_cpu_only_trace_says_so_and_has_no_cuda_lanes():
                         names=["a", "zero"], threads=[(1, 1, "main")])
     view = Timeline(trace)
     assert "CPU only: no GPU work recorded" in view.note.text
+    assert "GPU intervals" not in view.note.text  # no "0 GPU intervals"
     assert not any(label.startswith("GPU") for label in view.lanes)
 
 
