@@ -20,7 +20,7 @@
 
 namespace nbp_gpu {
 
-bool g_on = false;
+std::atomic<bool> g_on{false};
 uint32_t g_depth = std::numeric_limits<uint32_t>::max();
 
 namespace {
@@ -150,12 +150,12 @@ void start(uint32_t depth, uint64_t anchor_devices) {
     record_on(&g_anchor[d][0], on);
     g_start_anchored |= uint64_t{1} << d;
   }
-  g_on = true;
+  g_on.store(true);
 }
 
 uint64_t stop_anchors(uint64_t devices, std::vector<Mark>* marks, int64_t first_anchor_slot,
                       int64_t* anchor_cpu, int8_t* anchor_device, int64_t* anchors) {
-  g_on = false;
+  g_on.store(false);
   devices |= g_start_anchored;
   int64_t slot = first_anchor_slot, count = 0;
   for (int d = 0; d < kMaxDevices; ++d) {

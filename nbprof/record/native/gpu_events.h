@@ -3,6 +3,7 @@
 // no CUDA toolkit headers and the same .so loads on CPU-only torch (there `unavailable()` says
 // why and nothing here is ever called on the hot path).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -22,7 +23,7 @@ struct Pools {
   void begin_session() { for (auto& pool : device) pool.used = 0; }
 };
 
-extern bool g_on;          // CUDA events are recorded this session
+extern std::atomic<bool> g_on;  // CUDA events are recorded this session
 extern uint32_t g_depth;   // only ops at a depth below this get events
 
 // Hot path (the op's own thread). record_start reserves the op's two pool slots and records

@@ -9,7 +9,6 @@
 #include <ATen/record_function.h>
 #include <c10/util/ApproximateClock.h>
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -66,6 +65,8 @@ struct Record final : at::ObserverContext {
   uint8_t scope;
   uint8_t flags;
   int8_t device;      // (GPU) the device of its events, -1: none
+  uint8_t session;    // (GPU) its session's low bits: an op still open at a stop must not
+                      // record its end into a pool slot the next session gave another op
 };
 
 struct ThreadBuf {
@@ -214,7 +215,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   r->shapes_at = -1;
   r->device = -1;
   if (g_record_shapes) record_shapes(tb, r, fn);
-  bool gpu = nbp_gpu::g_on && tb->depth < nbp_gpu::g_depth;
+  bool gpu = nbp_gpu::g_on.load(std::memory_order_relaxed) && tb->depth < nbp_gpu::g_depth;
+  r->session = static_cast<uint8_t>(session);
   tb->depth++;
   r->start = static_cast<int64_t>(c10::getApproximateTime());
   // after the CPU time: an event cannot complete before that time (gpu_clock.py's anchor error)
@@ -236,7 +238,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
     flags |= kOtherThread;  // its pool is another thread's: no end event (CPU time only)
   } else {
     if (tb->depth > 0) tb->depth--;
-    if (r->device >= 0) nbp_gpu::record_end(tb->pools, r->event, r->device, flags);
+    if (r->device >= 0 && r->session == static_cast<uint8_t>(tb->session))
+      nbp_gpu::record_end(tb->pools, r->event, r->device, flags);
   }
   r->flags |= flags;
 }
@@ -308,11 +311,13 @@ int nbp_start(int record_shapes, int machinery_only) {
     g_gpu_error.clear();
     g_gpu_offsets.clear();
     g_gpu_rows = g_anchors = 0;
-    if (g_gpu_wanted && !g_machinery_only) {  // before the session: its anchors are no ops
+    nbp_gpu::g_on.store(false);
+    bool gpu = g_gpu_wanted && !g_machinery_only;
+    g_gpu_wanted = false;  // asked per profile
+    if (gpu) {  // before the session: its anchors are no ops
       nbp_gpu::start(g_gpu_depth, g_gpu_anchor_devices);
       g_gpu_session = true;
     }
-    g_gpu_wanted = false;  // asked per profile
     nbp_memory_start(g_session.fetch_add(1) + 1);
     at::RecordFunctionCallback callback(on_start, on_end);
     callback.needsInputs(g_record_shapes).needsOutputs(false).needsIds(false)
@@ -325,6 +330,7 @@ int nbp_start(int record_shapes, int machinery_only) {
 
 int64_t nbp_stop() {
   g_recording.store(false);
+  nbp_gpu::g_on.store(false);  // whatever happens below, no later session records events unasked
   nbp_memory_stop();
   if (g_handle) {
     guarded([] { at::removeCallback(g_handle); });
