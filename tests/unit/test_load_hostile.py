@@ -604,6 +604,21 @@ def test_a_device_number_out_of_range_is_clamped_and_noted_never_wrapped(tmp_pat
     assert sorted(merged.gpu_device.tolist()) == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize("stream, shown", [(2 ** 31 + 7, 2 ** 31 - 1), (2 ** 32 + 7, 2 ** 31 - 1),
+                                           (-(2 ** 31) - 1, -(2 ** 31)), (2 ** 32 - 1, -1),
+                                           (7, 7)])
+def test_a_stream_number_out_of_range_is_clamped_and_noted_never_wrapped(tmp_path, stream, shown):
+    # 2^32 - 1 is Kineto's own "no stream" (unsigned -1): -1 without a note; any other number
+    # past int32 wrapped before (2^32 + 7 read as stream 7, 2^31 + 7 as a negative one)
+    events = [x(name="op", ts=0, dur=10),
+              x(name="k", cat="kernel", pid=0, tid=7, ts=2, dur=3, args={"stream": stream}),
+              x(name="k2", cat="kernel", pid=0, tid=7, ts=6, dur=3, args={"stream": 7})]
+    trace = nbprof.load(write(tmp_path, doc(events)))
+    assert trace.gpu_stream.tolist() == [shown, 7]
+    assert trace.gpu_args[0]["stream"] == stream
+    assert ("outside -2147483648..2147483647" in notes(trace)) == (stream not in (7, 2 ** 32 - 1))
+
+
 @pytest.mark.parametrize("event", [
     {"ph": "M", "name": "thread_name", "pid": 1, "tid": 1},
     {"ph": "C", "name": "memory", "pid": 1, "ts": 1},
