@@ -262,7 +262,8 @@ BAD_EVENTS = [
       {"ph": "X", "name": "no_ts", "pid": 1, "tid": 1, "dur": 3}], r"1 slices had no ts"),
     ([cpu("back", 5, -2), cpu("back", 6, -1)], r"2 X slices had a negative dur"),
     ([cpu("nan", "soon", 1)], r"1 slices had no ts \(or one that is not a number\)"),
-    ([cpu("ok", 0, 1), ["not", "an", "object"]], r"event 1 is not a JSON object"),
+    ([["not", "an", "object"], 7, "x"], r"no event in the file could be read \(3 entries of "
+                                        r"'traceEvents' were not JSON objects"),
     ([{"ph": "X", "name": "odd", "pid": 1, "tid": [7], "ts": 3, "dur": 1},
       {"ph": "X", "name": "no_dur", "pid": 1, "tid": 1, "ts": 3}],
      r"1 slices had a tid that is not a string or a number .*; 1 X slices had no dur"),

@@ -89,7 +89,9 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
     if not found.events and block is None:
         raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")
     left_out = [f"{count} {LEFT_OUT[why]}" for why, count in found.left_out.items()]
-    if found.left_out.keys() - {"unnamed"} and _nothing_read(found):
+    if found.not_objects:
+        left_out.append(f"{found.not_objects} entries of 'traceEvents' were not JSON objects: left out")
+    if (found.left_out.keys() - {"unnamed"} or found.not_objects) and _nothing_read(found):
         raise TraceFormatError(f"{path}: no event in the file could be read ({'; '.join(left_out)}"
                                f"); fix or remove those events, or export the trace again")
     loader = NbprofLoad(block, found.slices) if block else KinetoLoad(data, found.slices,

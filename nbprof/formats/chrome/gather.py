@@ -21,8 +21,8 @@ from .async_slices import ASYNC_PHASES, AsyncEvents
 from .growing import GrowingColumn
 from .phases import (INSTANT_PHASES, RawCounters, RawInstants, counter_events, instant_events,
                      paired_begin_ends)
-from .read import (Column, Slices, floats, canonical_id, hashable, ns_from_us, phase_rows,
-                   pick, x_slices)
+from .read import (NOT_AN_OBJECT, Column, Slices, floats, canonical_id, hashable, ns_from_us,
+                   phase_rows, pick, x_slices)
 
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
 # The args of the rare phases' events (metadata, counters, instants, B/E, async) are decoded
@@ -141,6 +141,7 @@ class Gathered:
     counters: RawCounters = field(default_factory=RawCounters)
     events: int = 0  # in the file
     skipped: int = 0  # of phases nbprof does not read
+    not_objects: int = 0  # entries of traceEvents that are not JSON objects
     unmatched: int = 0  # B or E without a partner
     async_notes: list = field(default_factory=list)  # what async events were left out
     filled_ids: int = 0  # slices without a pid or tid (given their process's main thread)
@@ -165,6 +166,7 @@ class Gatherer:
         rows = phase_rows(events)
         out.events += len(events)
         out.skipped += len(events) - sum(map(len, rows.values()))
+        out.not_objects += len(rows[NOT_AN_OBJECT])
         for phase in ("M", "B", "E", "C", *INSTANT_PHASES, *ASYNC_PHASES):
             for event in (events[row] for row in rows[phase].tolist()):
                 raw = event.args

@@ -105,16 +105,27 @@ def decode_text(raw: bytes, path, base: int = 0, byte_base: int = 0) -> tuple[di
 
 
 def decode_events(text: bytes, path, base: int = 0) -> list:
-    """A JSON list of events; TraceFormatError for one that is not an object (its index
-    counted from ``base``)."""
+    """A JSON list of events. An entry that is not a JSON object has no meaning as an event:
+    it becomes an Event of phase NOT_AN_OBJECT, which the loader counts and leaves out (one
+    such entry never refuses the file)."""
     try:
         return EVENTS_DECODER.decode(text)
     except msgspec.ValidationError as error:
-        at = re.search(r"\$\[(\d+)\]", str(error))
-        if at is None:
+        if re.search(r"\$\[(\d+)\]", str(error)) is None:
             raise TraceFormatError(f"{path}: {_NO_EVENTS}") from None
-        raise TraceFormatError(f"{path}: event {base + int(at.group(1))} is not a JSON object "
-                               f"({error}); fix or remove it") from None
+    # the slow path, only for a chunk that holds such an entry: each entry on its own
+    return [_event_or_nothing(entry) for entry in _RAW_LIST.decode(text)]
+
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_ONE_EVENT = msgspec.json.Decoder(Event)
+
+
+def _event_or_nothing(entry: msgspec.Raw) -> Event:
+    try:
+        return _ONE_EVENT.decode(entry)
+    except msgspec.ValidationError:
+        return Event(ph=NOT_AN_OBJECT)
 
 
 # The top-level keys the loaders read, decoded whatever their size (their size is bounded by
@@ -205,7 +216,11 @@ def _closed(raw: bytes, path, error, notes, base=0) -> tuple[dict, list, list]:
 
 
 # The phases the loader reads; every other (object, sample, ...) is counted and skipped.
-LOADED_PHASES = ("X", "M", "s", "f", "B", "E", "i", "I", "n", "C", "b", "e", "S", "T", "F")
+# The phase decode_events gives an entry of traceEvents that is not a JSON object (no real
+# phase is two characters with a space): counted and left out, never a refusal of the file.
+NOT_AN_OBJECT = "? "
+LOADED_PHASES = ("X", "M", "s", "f", "B", "E", "i", "I", "n", "C", "b", "e", "S", "T", "F",
+                 NOT_AN_OBJECT)
 _PHASE_CODE = {phase: code for code, phase in enumerate(LOADED_PHASES, start=1)}
 # Largest |ts| and dur (µs) taken: ns from the origin must fit int64 with room for the sums
 # the timeline and the export make (2^62 ns is 146 years; a real trace spans seconds).
