@@ -36,6 +36,7 @@ def open_args(value_start: bytes) -> bytes:
     return event(0, b',"args":{"v":' + value_start)[:-1]
 
 
+TINY = event(1) + b","
 CASES = {
     "string in args": lambda n: [b"[", open_args(b'"'), (b"a", n), b'"}}', b",", event(2), b"]"],
     "escaped string": lambda n: [b"[", open_args(b'"'), (b"\\n", n), b'"}}', b"]"],
@@ -64,6 +65,9 @@ CASES = {
     "many strings in an M event": lambda n: [b'[', event(0), b',{"ph":"M","name":"thread_name",'
                                              b'"pid":1,"tid":1,"args":{"x":[', (b'"a",', n),
                                              b'"a"]}}]'],
+    # no long token at all: memory grows with the events kept, so only a bound on how far a gzip
+    # may expand keeps a small file small
+    "many identical tiny events": lambda n: [b"[", (TINY, n - n % len(TINY)), event(2), b"]"],
     "many ints in a counter": lambda n: [b'[', event(0), b',{"ph":"C","name":"c","pid":1,'
                                          b'"ts":0,"args":{"x":[', (b'1000000,', n), b'1]}}]'],
 }

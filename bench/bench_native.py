@@ -10,7 +10,13 @@ Prints (targets from issue 19, "Must reach"):
    against the same block unprofiled);
 4. first build (an empty cache) < 30 s, cached load < 0.1 s (child processes).
 
-Usage: .venv/bin/python bench/bench_native.py [--rounds N] [--big-ops N] [--skip-build]
+With ``--gpu`` (bench/gpu_check.sh, a lent GPU) only the GPU rows, side by side in one run, wall
+time per ``x = x + 1`` on a CUDA tensor: native CUDA events without CUPTI vs torch.profiler
+(CPU+CUDA activities, all threads) <= 0.5x; native events with CUPTI kernels (a Kineto session
+with the CUDA activity only beside the observer: the cost, not yet the linking) <= 1.0x; and
+what nbprof's path costs today (Kineto + torch's legacy CUDA events).
+
+Usage: .venv/bin/python bench/bench_native.py [--rounds N] [--big-ops N] [--skip-build] [--gpu]
 """
 
 from __future__ import annotations
@@ -164,12 +170,68 @@ def build_and_load() -> None:
                   "cached load < 0.1 s)")
 
 
+def gpu_rows(rounds: int, iterations: int = 5_000) -> None:
+    activity = torch.profiler.ProfilerActivity
+    device = torch.cuda.current_device()
+    library = native.load()
+    print(f"GPU {torch.cuda.get_device_name(device)}; native build {native.build.build_seconds} s;"
+          f" CUDA events here: {library.gpu_unavailable() or 'yes'}")
+
+    @contextlib.contextmanager
+    def native_events(depth=None, cupti=False):
+        with (torch.profiler.profile(activities=[activity.CUDA]) if cupti
+              else contextlib.nullcontext()):
+            library.start(gpu=True, gpu_depth=depth, anchor_devices=[device])
+            try:
+                yield
+            finally:
+                library.stop()
+
+    profilers = {
+        "none": contextlib.nullcontext,
+        "torch.profiler CPU+CUDA": lambda: torch.profiler.profile(
+            activities=[activity.CPU, activity.CUDA],
+            experimental_config=_ExperimentalConfig(profile_all_threads=True)),
+        "native events": native_events,
+        "native events + CUPTI": lambda: native_events(cupti=True),
+        "native, no events": lambda: nbprof.profile(cuda=False, recorder="native"),
+        "nbprof today (legacy events + Kineto)": lambda: nbprof.profile(recorder="torch"),
+    }
+    x = torch.zeros(16, device="cuda")
+
+    def workload():
+        y = x
+        for _ in range(iterations):
+            y = y + 1
+        torch.cuda.synchronize()
+
+    created_before = library.created_events()
+    best = in_loop_overhead(workload, rounds, profilers, clock=time.perf_counter)
+    none = best["none"]
+    per = {name: (seconds - none) / iterations * 1e6 for name, seconds in best.items()}
+    peer = per["torch.profiler CPU+CUDA"]
+    print(f"{iterations} x = x + 1 on CUDA, best of {rounds}, wall: no profiler "
+          f"{none / iterations * 1e6:.2f} us/op")
+    for name, us in per.items():
+        if name != "none":
+            print(f"  {name}: +{us:.2f} us/op = {us / peer:.2f}x torch.profiler")
+    print(f"native events / torch.profiler = {per['native events'] / peer:.2f}x (target <= 0.5x); "
+          f"native events + CUPTI = {per['native events + CUPTI'] / peer:.2f}x (target <= 1.0x); "
+          f"nbprof today = {per['nbprof today (legacy events + Kineto)'] / peer:.2f}x")
+    print(f"CUDA events in the pools: {library.created_events()} "
+          f"({library.created_events() - created_before} created by {rounds + 1} rounds)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--big-ops", type=int, default=10_000_000, help="events of the big block")
     parser.add_argument("--skip-build", action="store_true")
+    parser.add_argument("--gpu", action="store_true", help="only the GPU rows (a lent GPU)")
     options = parser.parse_args()
+    if options.gpu:
+        gpu_rows(options.rounds)
+        return
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; CPU time of this process")
     overhead(f"{ADD_OPS} x = x + 1", add_loop, options.rounds)

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# GPU checks, in one run of under 8 minutes (timeouts 240 + 100 + 60 + 30 + 45 s, imports first;
+# GPU checks, meant to run in under 8 minutes (imports first; each step has a timeout, upper bounds
+# that sum past 8 minutes: 60 + 60 native build and CPU tests, 60 native GPU tests, 240 GPU tests,
+# 45 native bench, 100 bench, 60 numba, 30 probe, 45 demo s;
 # TESTS_TIMEOUT, BENCH_TIMEOUT and NUMBA_TIMEOUT shorten them for a tight device budget;
 # PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
@@ -8,6 +10,9 @@
 #   0b. the native recorder's build (compiler, seconds) and its CPU tests, against this torch
 #   1. pytest -m gpu tests/gpu   (events vs CUPTI per op, side stream, second thread, 60 s clock,
 #      GPU sleep, backward, CUDA graph, fork DataLoader, %%cudaprof; -s: every figure printed)
+#   1a. pytest -m gpu tests/gpu/test_native_gpu.py, alone (the native recorder's CUDA events)
+#   1b. bench/bench_native.py --gpu   (the native recorder's CUDA events vs torch.profiler CPU+CUDA,
+#      with CUPTI, and nbprof's legacy path today, side by side; its tests are tests/gpu/test_native_gpu.py)
 #   2. bench/bench_record.py --gpu   (overhead vs torch.profiler with CUPTI, events only vs the
 #      seed's ~4 us/op, exit time, event vs CUPTI agreement, anchor error)
 #   3. bench/bench_numba.py --split   (per-launch cost of numba.cuda kernels profiled vs not, and
@@ -100,7 +105,7 @@ if [ -n "$missing" ]; then
 fi
 
 # The native recorder (issue 19) against this machine's torch, in its first seconds: the compiler,
-# the build's time into an empty cache, then its CPU tests (its CUDA events are not written yet).
+# the build's time into an empty cache, then its CPU tests (its GPU tests run with tests/gpu).
 export NBPROF_NATIVE_CACHE="${NBPROF_NATIVE_CACHE:-/tmp/nbprof-native}"
 {
     echo "compiler: $(${CXX:-c++} --version 2>&1 | head -n 1)"
@@ -115,9 +120,19 @@ print("native build:", "ok" if library else "FAILED", f"{time.perf_counter() - s
 
 per_test=""  # a hung test fails alone instead of eating the whole run's time
 "$PY" -c 'import pytest_timeout' 2>/dev/null && per_test="--timeout 100"
-timeout "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
+# The native recorder's CUDA events (new C++ never run on a device before): alone first, so that
+# a crash there costs its own tests, not the whole GPU suite's.
+timeout "${NATIVE_GPU_TESTS_TIMEOUT:-60}" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
+native_tests_rc=${PIPESTATUS[0]}
+[ "$native_tests_rc" -eq 0 ] || status=1
+
+timeout "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
+
+timeout "${NATIVE_BENCH_TIMEOUT:-45}" "$PY" bench/bench_native.py --gpu --rounds 3 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_native.log"
+native_bench_rc=${PIPESTATUS[0]}
+[ "$native_bench_rc" -eq 0 ] || status=1
 
 timeout "${BENCH_TIMEOUT:-100}" "$PY" bench/bench_record.py --gpu --rounds 3 --profile-exit 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench.log"
 bench_rc=${PIPESTATUS[0]}
@@ -142,7 +157,9 @@ sys.exit(1 if problems or not len(trace.kernels) else 0)' >> "$LOGS/demo.txt" 2>
 [ "$demo_rc" -eq 0 ] || status=1
 
 echo "gpu tests: rc=$tests_rc, $tests$left_out: $(tail -n 1 "$LOGS/gpu_tests.log")" | tee "$LOGS/summary.log"
+echo "native gpu tests: rc=$native_tests_rc: $(tail -n 1 "$LOGS/gpu_tests_native.log")" | tee -a "$LOGS/summary.log"
 echo "gpu bench: rc=$bench_rc" | tee -a "$LOGS/summary.log"
+echo "native gpu bench: rc=$native_bench_rc: $(grep -h '^native events /' "$LOGS/gpu_bench_native.log")" | tee -a "$LOGS/summary.log"
 echo "native recorder: $(grep -h 'native build\|passed\|failed' "$LOGS/native.log" | tr '\n' ' ')" | tee -a "$LOGS/summary.log"
 echo "gpu numba bench: rc=$numba_rc" | tee -a "$LOGS/summary.log"
 { echo "demo on the GPU: rc=$demo_rc ($LOGS/demo.html), its output's end:"; cat "$LOGS/demo.txt"; } \

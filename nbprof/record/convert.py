@@ -270,7 +270,7 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
     gpu, counts = _gpu_intervals(table, push_rows, pop_rows, gpu_ns, placed)
     if clocks:
         meta["gpu_clock"] = clocks
-    meta["notes"] = [*meta["notes"], *_legacy_notes(clocks, int(unmatched.sum()), counts)]
+    meta["notes"] = [*meta["notes"], *gpu_interval_notes(clocks, int(unmatched.sum()), counts)]
 
     name_id, names = intern_names(table.names[push_rows].tolist())
     thread, threads = _legacy_threads(table.thread_ids[push_rows], starting_id, starting_thread)
@@ -291,9 +291,9 @@ def legacy_records_to_trace(thread_lists, *, anchor_name: str, base_time_ns: int
         gpu_launch=gpu_op_rows, gpu_kind=np.full(count, KIND_OP, np.uint8), **extras)
 
 
-def _legacy_notes(clocks: dict, unmatched: int, counts: dict) -> list[str]:
-    """What the notes say about the CUDA-event path: the clocks and every op left without an
-    interval, counted by why."""
+def gpu_interval_notes(clocks: dict, unmatched: int, counts: dict) -> list[str]:
+    """What the notes say about a CUDA-event path (torch's legacy one or the native recorder's):
+    the clocks and every op left without an interval, counted by why."""
     notes = []
     unfitted = sorted(device for device, clock in clocks.items() if clock["drift_ppm"] is None)
     if unfitted:

@@ -40,6 +40,24 @@ def place_cuda_events(records, cpu_ns: np.ndarray, device: np.ndarray, has_cuda:
     "untimed_events"}`` for
     ``meta["gpu_clock"]``.
     """
+    return _place(cpu_ns, device, has_cuda, anchor_rows,
+                  lambda rows, anchor_index: _chained_offsets(records, rows, anchor_index))
+
+
+def place_event_offsets(cpu_ns: np.ndarray, device: np.ndarray, offset_ns: np.ndarray,
+                        anchor_rows: np.ndarray):
+    """:func:`place_cuda_events` for events already chained, column-wise (the native recorder:
+    observer.cpp measures each event from the previous one on its device and sums in double):
+    ``offset_ns`` is each event's float64 ns from any origin of its device, NaN where it could
+    not be timed. Same returns."""
+    has_offset = ~np.isnan(offset_ns)
+    return _place(cpu_ns, device, has_offset, anchor_rows,
+                  lambda rows, anchor_index: offset_ns[rows] - offset_ns[rows[anchor_index]])
+
+
+def _place(cpu_ns, device, has_cuda, anchor_rows, chained_offsets):
+    """The anchors, drift and anchor error per device; ``chained_offsets(rows, anchor_index)``
+    gives the rows' float64 ns from the anchor's event (NaN: untimed)."""
     gpu_ns = np.zeros(len(cpu_ns), np.int64)
     placed = np.zeros(len(cpu_ns), np.bool_)
     anchor_rows = np.asarray(anchor_rows, np.int64)
@@ -62,7 +80,7 @@ def place_cuda_events(records, cpu_ns: np.ndarray, device: np.ndarray, has_cuda:
         if first_event_anchor:
             anchors = np.concatenate([rows[:1], anchors])
         first, last = int(anchors[0]), int(anchors[-1])
-        offset_ns = _chained_offsets(records, rows, int(np.flatnonzero(rows == first)[0]))
+        offset_ns = chained_offsets(rows, int(np.flatnonzero(rows == first)[0]))
         timed = ~np.isnan(offset_ns)
         span_ns = int(cpu_ns[last] - cpu_ns[first])
         gpu_span_ns = offset_ns[np.flatnonzero(rows == last)[0]] if last != first else np.nan

@@ -24,7 +24,8 @@ from .match_events import gpu_records_to_trace, is_runtime_call
 from .native.recorder import NativeRecorder, native_or_why
 from .native.memory_records import memory_of
 from .native.to_trace import native_records_to_trace
-from .cuda_events import CudaRecorder, LegacyCudaRecorder, legacy_cuda_available
+from .cuda_events import CudaRecorder, LegacyCudaRecorder, cuda_devices_in_use, \
+    legacy_cuda_available
 from .cuda_graphs import GraphCaptures
 from .cuda_init import CudaInitTiming
 from .interrupts import interrupts_held
@@ -66,6 +67,13 @@ NOTE_NO_MEMORY = ("memory=True, but no memory was recorded: torch's profiler rec
                   "records every thread's allocations, did not record this profile (CPU "
                   "profiles without with_stack; recorder='auto' or 'native').")
 _MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
+NOTE_NATIVE_EVENTS = ("nbprof's native recorder: a pooled CUDA event pair per op on the op's "
+                      "stream, every thread's ops.")
+NOTE_NATIVE_NO_KERNELS = ("CUPTI kernels are not recorded with recorder='native' yet: "
+                          "recorder='auto' records them through torch's profiler.")
+NOTE_NATIVE_GPU_OPT_IN = ("Recorded through torch's CUDA-event profiler: nbprof's native recorder "
+                          "records CUDA events too (recorder='native'), but stays opt-in on a GPU "
+                          "until its cost and accuracy have been measured on one.")
 NOTE_FALLBACK = ("No legacy CUDA-event profiler in this torch (or it would not start): GPU "
                  "durations only (whole microseconds), each drawn at its op's CPU start; GPU "
                  "start times were not measured.")
@@ -97,20 +105,25 @@ class profile:  # noqa: N801  (a context manager named like torch's)
 
     ``recorder``: "auto" (nbprof's native observer where it builds and can record what was
     asked, else torch's profiler, ``meta["notes"]`` saying why), "native" (required) or "torch".
-    ``trace.meta["recorder"]`` says which recorded.
+    ``trace.meta["recorder"]`` says which recorded. On a GPU "auto" stays on torch's CUDA-event
+    path for now; "native" records a pooled CUDA event pair per op (no CUPTI kernels yet), for
+    the ops at a depth below ``gpu_depth`` (None: every op; 1: the outermost only, cheapest).
     """
 
     def __init__(self, *, cuda: bool | None = None, record_shapes: bool = False,
                  with_stack: bool = False, kernels: bool | None = None, recorder: str = "auto",
-                 memory: bool = False):
+                 memory: bool = False, gpu_depth: int | None = None):
         if cuda not in (None, True, False):
             raise TypeError(f"cuda must be None, True or False, not {cuda!r}")
         if kernels not in (None, True, False):
             raise TypeError(f"kernels must be None, True or False, not {kernels!r}")
         if recorder not in ("auto", "native", "torch"):
             raise ValueError(f"recorder must be 'auto', 'native' or 'torch', not {recorder!r}")
+        if gpu_depth is not None and (not isinstance(gpu_depth, int) or gpu_depth < 0):
+            raise ValueError(f"gpu_depth must be None (every op) or an int >= 0, not {gpu_depth!r}")
         self.cuda = cuda
         self.kernels = kernels
+        self.gpu_depth = gpu_depth
         self.recorder = recorder
         self.record_shapes = bool(record_shapes)
         self.with_stack = bool(with_stack)
@@ -289,18 +302,18 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             meta["device_names"] = {device: torch.cuda.get_device_name(device)
                                     for device in range(torch.cuda.device_count())}
         if has_gpu and self.cuda is not False and self.recorder == "native":
-            raise RuntimeError("recorder='native' records the CPU only so far (its CUDA events "
-                               "are not done): use recorder='auto' or cuda=False on a GPU")
+            return self._native_gpu(meta)
         if has_gpu and self.cuda is not False and legacy and legacy_cuda_available():
             kernels = self._kernels_wanted()
             recorder = CudaRecorder(kernels=kernels, **options)
             meta["recorder"] = "torch"
+            opt_in = [NOTE_NATIVE_GPU_OPT_IN] if self.recorder == "auto" else []
             if recorder.all_threads:  # Kineto first, then the events (CUDA_EVENTS.md)
                 meta.update(backend="cuda-events", cuda=True, all_threads=True,
-                            notes=[NOTE_OP_INTERVALS, NOTE_EVENT_THREADS])
+                            notes=[NOTE_OP_INTERVALS, NOTE_EVENT_THREADS, *opt_in])
                 return recorder, meta
             meta.update(backend="cuda-events", cuda=True, all_threads=False,
-                        notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL])
+                        notes=[NOTE_OP_INTERVALS, NOTE_THREAD_LOCAL, *opt_in])
             return LegacyCudaRecorder(**options), meta
         if not has_gpu or self.cuda is False:
             native, why = self._native_or_why()
@@ -324,6 +337,24 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         if not recorder.all_threads:
             meta["notes"].append(NOTE_NO_ALL_THREADS)
         return recorder, meta
+
+    def _native_gpu(self, meta: dict):
+        """recorder='native' on a GPU: the observer with a pooled CUDA event pair per op. CUPTI
+        kernels are not linked to its ops yet: kernels=True is refused, None records none."""
+        if self.kernels:
+            raise RuntimeError("kernels=True cannot be recorded with recorder='native' yet: use "
+                               "recorder='auto' (torch's profiler records the kernels) or "
+                               "kernels=None")
+        native, _ = native_or_why("native", with_stack=self.with_stack,
+                                  record_shapes=self.record_shapes, memory=self.memory, gpu=True,
+                                  gpu_depth=self.gpu_depth, anchor_devices=cuda_devices_in_use())
+        self._kernels_why_not = "recorder='native' records CUDA events only"
+        notes = [NOTE_OP_INTERVALS, NOTE_NATIVE_EVENTS]
+        if self.kernels is None and kernels_supported():
+            notes.append(NOTE_NATIVE_NO_KERNELS)
+        meta.update(backend="native-cuda-events", cuda=True, all_threads=True, **native.meta(),
+                    notes=notes)
+        return native, meta
 
     def _native_or_why(self):
         """The native recorder for a CPU profile, or why torch's records it ("" if asked)."""

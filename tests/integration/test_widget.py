@@ -154,7 +154,9 @@ def test_details_links_select_and_bring_into_view_parent_children_and_launched_k
     assert widget.timeline.selection.data == {"event_id": [kernel_row], "kind": ["gpu"]}
     assert requests == [(int(alexnet.gpu_start_ns[kernel_row]), int(alexnet.gpu_end_ns[kernel_row]))]
     assert "Launched by" in widget.details.value
-    (launcher,) = widget.details.link_buttons()
+    # two links back: the op that launched it, and the runtime call the timeline's arrow starts at
+    launcher, call = widget.details.link_buttons()
+    assert launcher.tooltip == "aten::addmm" and call.tooltip == "cudaLaunchKernel"
     launcher.click()  # back to the op that launched it
     assert widget.timeline.selection.data == {"event_id": [addmm], "kind": ["cpu"]}
     assert requests[-1] == (int(alexnet.start_ns[addmm]), int(alexnet.end_ns[addmm]))

@@ -72,11 +72,18 @@ def test_a_fault_in_a_middle_chunk_names_the_event(tmp_path, monkeypatch):
         assert said in message and "not valid JSON" in message and "t.json" in message
 
 
-def test_an_event_that_is_no_object_in_a_middle_chunk_is_named(tmp_path, monkeypatch):
+@pytest.mark.parametrize("entry", [b"[1, 2]", b"7", b'"text"', b"null", b"true"])
+def test_an_entry_that_is_no_object_is_skipped_with_a_note_not_the_file(tmp_path, monkeypatch,
+                                                                        entry):
+    # one entry with no meaning as an event never refuses the file (issue 24), in a middle
+    # chunk as in the whole-file path
     pieces = events_text(400)
-    pieces[211] = b"[1, 2]"
-    with pytest.raises(TraceFormatError, match="event 211 is not a JSON object"):
-        load_in_chunks(write(tmp_path, pieces), monkeypatch)
+    pieces[211] = entry
+    for chunk_bytes in (2048, 1 << 40):
+        trace = load_in_chunks(write(tmp_path, pieces), monkeypatch, chunk_bytes=chunk_bytes)
+        assert len(trace) == 399
+        assert "1 entries of 'traceEvents' were not JSON objects: left out" in notes(trace)
+        assert "phases nbprof does not read" not in notes(trace)
 
 
 def test_a_big_file_cut_off_loads_its_whole_events(tmp_path, monkeypatch):

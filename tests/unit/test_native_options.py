@@ -30,7 +30,7 @@ def test_auto_records_natively_and_meta_names_the_build():
     with nbprof.profile(cuda=False) as prof:
         torch.ones(2) + 1
     meta = prof.trace.meta
-    assert meta["recorder"] == "native" and meta["native"]["abi"] == 2
+    assert meta["recorder"] == "native" and meta["native"]["abi"] == 3
     assert meta["native"]["library"].endswith("libnbprof_observer.so")
 
 

@@ -21,7 +21,7 @@ from .gather import Gatherer
 from .growing import give_back_freed_memory
 from .progress import reporting
 from .rawfile import DEFAULT_MAX_BYTES, TraceNotFoundError
-from .read import TraceFormatError, paused_gc
+from .read import LEFT_OUT, TraceFormatError, paused_gc
 from .stream import EventChunks
 from ...model import Trace
 
@@ -33,9 +33,10 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
          progress=None) -> Trace:
     """A Trace from a Chrome trace file (``.json`` or ``.json.gz``, gzip recognised by its
     bytes): nbprof's own exports and torch.profiler / Kineto traces. Raises
-    :class:`TraceFormatError` (naming the file, and the first bad event) for what it cannot
-    read; what it could read only after a repair (invalid UTF-8, a file cut off while it was
-    written) or had to leave out is said in ``trace.meta["notes"]``.
+    :class:`TraceFormatError` (naming the file) for a file it cannot read or with no event it
+    can; one event never refuses a file: what it could read only after a repair (invalid
+    UTF-8, a file cut off while it was written, a slice without a name) or had to leave out (a
+    slice without a ts or dur, ...: read.LEFT_OUT) is said in ``trace.meta["notes"]``.
 
     From a Kineto file, every CPU-side X slice (and B/E pair, and async slice: async_slices.py)
     becomes an event and every GPU slice a kernel; instant events become ``trace.instants`` and counters ``trace.counters``.
@@ -43,8 +44,9 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
     itself), so ``FunctionEvent.kernels`` and ``key_averages()``' CUDA totals sit on aten ops,
     as in torch's own summaries. The loader module says how each link is found.
 
-    ``max_bytes`` caps the uncompressed size read (8 GiB by default, per file), so that a gzip
-    bomb or a runaway file fails fast instead of filling memory. The file is read and parsed
+    ``max_bytes`` caps the uncompressed size read (8 GiB by default, per file; by default a
+    ``.gz`` may also expand at most 50x past its first 256 MiB: real traces pack 7-14x), so that
+    a gzip bomb or a runaway file fails fast instead of filling memory. The file is read and parsed
     in chunks (chrome/stream.py): its whole text is never in memory.
 
     ``progress``: a callable that hears ``(bytes read, total bytes)`` of the file as it is
@@ -69,7 +71,7 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
         return read_parquet(path)
     path = pathlib.Path(path)
     with paused_gc(), reporting(progress, path) as report:
-        return _load(path, int(max_bytes), report)
+        return _load(path, max_bytes if isinstance(max_bytes, int) else int(max_bytes), report)
 
 
 def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
@@ -86,6 +88,12 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
     block, block_problem = nbprof_block(data)
     if not found.events and block is None:
         raise TraceFormatError(f"{path}: 'traceEvents' is empty; there is nothing to load")
+    left_out = [f"{count} {LEFT_OUT[why]}" for why, count in found.left_out.items()]
+    if found.not_objects:
+        left_out.append(f"{found.not_objects} entries of 'traceEvents' were not JSON objects: left out")
+    if (found.left_out.keys() - {"unnamed"} or found.not_objects) and _nothing_read(found):
+        raise TraceFormatError(f"{path}: no event in the file could be read ({'; '.join(left_out)}"
+                               f"); fix or remove those events, or export the trace again")
     loader = NbprofLoad(block, found.slices) if block else KinetoLoad(data, found.slices,
                                                                        found.metadata)
     loader.path = path
@@ -103,7 +111,14 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
         loader.notes.append(f"{found.unmatched} B/E (begin/end) events found no partner on "
                             f"their thread and were left out")
     loader.notes += found.async_notes
+    loader.notes += left_out
     trace = loader.trace(found)
     del found, loader
     give_back_freed_memory()
     return trace
+
+
+def _nothing_read(found) -> bool:
+    """No slice, instant, counter sample or memory event was read from the file."""
+    return not (len(found.slices.ts) or found.instants.ts or found.instants.memory
+                or found.counters.series)

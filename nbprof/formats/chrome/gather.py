@@ -21,8 +21,8 @@ from .async_slices import ASYNC_PHASES, AsyncEvents
 from .growing import GrowingColumn
 from .phases import (INSTANT_PHASES, RawCounters, RawInstants, counter_events, instant_events,
                      paired_begin_ends)
-from .read import (Column, Slices, floats, canonical_id, hashable, ns_from_us, phase_rows,
-                   pick, x_slices)
+from .read import (NOT_AN_OBJECT, Column, Slices, floats, canonical_id, hashable, ns_from_us,
+                   phase_rows, pick, x_slices)
 
 FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
 # The args of the rare phases' events (metadata, counters, instants, B/E, async) are decoded
@@ -141,9 +141,11 @@ class Gathered:
     counters: RawCounters = field(default_factory=RawCounters)
     events: int = 0  # in the file
     skipped: int = 0  # of phases nbprof does not read
+    not_objects: int = 0  # entries of traceEvents that are not JSON objects
     unmatched: int = 0  # B or E without a partner
     async_notes: list = field(default_factory=list)  # what async events were left out
     filled_ids: int = 0  # slices without a pid or tid (given their process's main thread)
+    left_out: dict = field(default_factory=dict)  # slices read.x_slices left out, by why
     repaired: dict = field(default_factory=dict)  # in the rare events' args (see decode_value)
     big_args: int = 0  # rare events whose args were past RARE_ARGS_BYTES: left out
 
@@ -164,6 +166,7 @@ class Gatherer:
         rows = phase_rows(events)
         out.events += len(events)
         out.skipped += len(events) - sum(map(len, rows.values()))
+        out.not_objects += len(rows[NOT_AN_OBJECT])
         for phase in ("M", "B", "E", "C", *INSTANT_PHASES, *ASYNC_PHASES):
             for event in (events[row] for row in rows[phase].tolist()):
                 raw = event.args
@@ -171,7 +174,7 @@ class Gatherer:
                     out.big_args += 1
                     raw = b""
                 event.args = decode_value(raw, out.repaired) if len(raw) else None
-        self._add_slices(events, rows["X"], base)
+        self._add_slices(events, rows["X"])
         out.metadata += [events[row] for row in rows["M"].tolist()]
         begins, begin_rows, ends, end_rows = self.begin_ends
         begins += [events[row] for row in rows["B"].tolist()]
@@ -194,12 +197,13 @@ class Gatherer:
             out.counters.series[key][1].extend(values)
         out.counters.skipped += samples.skipped
 
-    def _add_slices(self, events, x_rows, base, extra_rows=None) -> None:
+    def _add_slices(self, events, x_rows) -> None:
         if not len(x_rows):
             return
-        rows = x_rows + base if extra_rows is None else np.asarray(extra_rows, np.int64)
-        chunk = x_slices(events, x_rows, self.path, positions=rows)
+        chunk = x_slices(events, x_rows)
         self.out.filled_ids += chunk.filled_ids
+        for why, count in chunk.left_out.items():
+            self.out.left_out[why] = self.out.left_out.get(why, 0) + count
         for name in _SLICE_FIELDS:
             column, table = getattr(chunk, name), self.tables[name]
             code_of = np.fromiter((table.setdefault(value, len(table)) for value in column.table),
@@ -209,21 +213,21 @@ class Gatherer:
         self.dur.extend(chunk.dur)
         self.args.append(chunk.args)
 
-    def _add_paired(self, slices: list, file_rows: list) -> None:
+    def _add_paired(self, slices: list) -> None:
         """X-like events made of pairs (B/E, async), their args decoded, as slices."""
         for pair in slices:
             pair.args = msgspec.Raw(msgspec.json.encode(pair.args)) if pair.args is not None \
                 else msgspec.Raw(b"")
-        self._add_slices(slices, np.arange(len(slices)), 0, extra_rows=file_rows)
+        self._add_slices(slices, np.arange(len(slices)))
 
     def finish(self) -> Gathered:
         begins, begin_rows, ends, end_rows = self.begin_ends
-        pairs, pair_rows, self.out.unmatched = paired_begin_ends(
+        pairs, _rows, self.out.unmatched = paired_begin_ends(
             begins + ends, np.arange(len(begins)), np.arange(len(begins), len(begins) + len(ends)),
             file_rows=begin_rows + end_rows)
-        self._add_paired(pairs, pair_rows)
+        self._add_paired(pairs)
         found = self.async_events.finish()
-        self._add_paired(found.slices, found.rows)
+        self._add_paired(found.slices)
         self.out.metadata += found.metadata
         for name in ("ts", "name", "pid", "tid"):
             getattr(self.out.instants, name).extend(getattr(found.instants, name))

@@ -116,6 +116,9 @@ def _block_problem(block: dict) -> str | None:
     return None
 
 
+NO_STREAM_U32 = (1 << 32) - 1  # Kineto's "no stream"
+
+
 class Load:
     """What both formats share: splitting slices into CPU events and GPU intervals, and time."""
 
@@ -356,9 +359,19 @@ class Load:
         return devices.astype(np.int16)
 
     def streams(self, gpu_rows) -> np.ndarray:
-        # Kineto's stream ids are unsigned 32-bit (4294967295 for "no stream"): they wrap into
-        # the int32 column (-1, as the file's own tid says), the args keep the original.
-        return self._int_column(gpu_rows, "stream", self.slices.tid).astype(np.int32)
+        """Each GPU slice's stream in the int32 column. Kineto writes "no stream" as 4294967295
+        (unsigned 32-bit -1): that one is -1, as the file's own tid says. Any other number
+        outside int32's range is clamped to its end with a note (never wrapped: 2^31 + 7 would
+        read as a negative stream, 2^32 + 7 as stream 7); the args keep the file's number."""
+        streams = self._int_column(gpu_rows, "stream", self.slices.tid)
+        streams[streams == NO_STREAM_U32] = -1
+        low, high = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+        outside = int(((streams < low) | (streams > high)).sum())
+        if outside:
+            self.notes.append(f"{outside} GPU intervals had a stream number outside {low}..{high}"
+                              f": clamped to that range (their args keep the file's number)")
+            streams = np.clip(streams, low, high)
+        return streams.astype(np.int32)
 
     def _int_column(self, rows, key, fallback: Column) -> np.ndarray:
         """``args[key]`` of each slice at ``rows`` as int64: the fallback column's value

@@ -66,7 +66,7 @@ def merged_args(begin_args, end_args):
 @dataclass
 class RawInstants:
     """Instant events as the file gives them (µs, the file's pid and tid; tid None for
-    process or global scope)."""
+    process or global scope; a thread-scoped one without a tid on tid = pid, pid 0 without one)."""
 
     ts: list = field(default_factory=list)
     name: list = field(default_factory=list)
@@ -91,10 +91,16 @@ def instant_events(events, rows) -> RawInstants:
         if not (math.isfinite(ts) and hashable(event.pid) and hashable(event.tid)):
             found.skipped += 1
             continue
+        pid, tid = event.pid, event.tid
+        if event.s in (None, "t"):  # thread scope: without a tid, Perfetto's tid = pid (as X's)
+            pid = 0 if pid is None else pid
+            tid = pid if tid is None else tid
+        else:  # "p" or "g": the process's or the whole trace's, on no thread
+            tid = None
         found.ts.append(ts)
         found.name.append(display_name(event.name))
-        found.pid.append(canonical_id(event.pid))
-        found.tid.append(canonical_id(event.tid) if event.s in (None, "t") else None)
+        found.pid.append(canonical_id(pid))
+        found.tid.append(canonical_id(tid))
     return found
 
 

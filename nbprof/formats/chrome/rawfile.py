@@ -16,9 +16,22 @@ import zlib
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
+
+
+class _DefaultLimit(int):
+    """The default ``max_bytes``: an int that also says nobody chose it, so that a gzip file is
+    held to :data:`GZIP_MAX_RATIO` as well (a limit the caller set is the only limit)."""
+
+
 # Uncompressed bytes nbprof reads at most, unless told more: generous (the largest real traces
 # are a few GiB), but a gzip bomb or a runaway file stops here rather than at MemoryError.
-DEFAULT_MAX_BYTES = 8 << 30
+DEFAULT_MAX_BYTES = _DefaultLimit(8 << 30)
+# Under the default limit a .gz may also expand at most this many times its size (past the
+# floor below): real traces pack 7-14x (the shared Kineto traces), while a bomb of identical tiny
+# events packs ~1000x, and memory grows with the events kept (~1.3x the text for 50-byte
+# events), so without it a 10 MB .gz could hold 8 GiB of events and need ~10 GB.
+GZIP_MAX_RATIO = 50
+GZIP_RATIO_FLOOR = 256 << 20
 # Leading whitespace tolerated before the first '{' or '[': past this the file is no trace
 # (a gzip of gigabytes of spaces took 70 s and 8.5 GB before it was refused).
 MAX_LEADING_WHITESPACE = 1 << 20
@@ -79,7 +92,7 @@ def file_pieces(path: pathlib.Path, max_bytes: int = DEFAULT_MAX_BYTES, progress
         try:
             head = read(2)
             if head == GZIP_MAGIC:
-                pieces = _gunzip(read, head, path, max_bytes)
+                pieces = _gunzip(read, head, path, _gzip_limit(max_bytes, info.st_size))
             else:
                 if info.st_size > max_bytes:
                     raise TraceFormatError(_too_big(path, info.st_size, max_bytes))
@@ -117,7 +130,21 @@ def _checked(pieces, path):
     yield from pieces
 
 
+def _gzip_limit(max_bytes: int, packed_size: int) -> int:
+    """How far a .gz of ``packed_size`` bytes may expand: ``max_bytes`` if the caller chose it,
+    else also at most GZIP_MAX_RATIO times its size (at least GZIP_RATIO_FLOOR)."""
+    if not isinstance(max_bytes, _DefaultLimit):
+        return max_bytes
+    ratio_limit = max(GZIP_RATIO_FLOOR, GZIP_MAX_RATIO * packed_size)
+    return _DefaultLimit(min(max_bytes, ratio_limit)) if ratio_limit < max_bytes else max_bytes
+
+
 def _too_big(path, size, max_bytes) -> str:
+    if isinstance(max_bytes, _DefaultLimit) and max_bytes < DEFAULT_MAX_BYTES:
+        return (f"{path}: its gzip data expands more than {GZIP_MAX_RATIO}x ({size_text(size)} "
+                f"or more; real traces pack 7-14x): a decompression bomb, or events far more "
+                f"alike than a trace's; to read it anyway, set the limit yourself: "
+                f"nbprof.load(path, max_bytes=...) or `nbprof view --max-size`")
     return (f"{path}: holds more than {size_text(max_bytes)} of trace data (the limit; "
             f"{size_text(size)} or more here): raise it with nbprof.load(path, max_bytes=...) "
             f"or `nbprof view --max-size`")

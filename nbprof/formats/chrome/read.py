@@ -16,7 +16,7 @@ import gc
 import math
 import pathlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count, repeat
 from operator import attrgetter, itemgetter
 
@@ -105,16 +105,27 @@ def decode_text(raw: bytes, path, base: int = 0, byte_base: int = 0) -> tuple[di
 
 
 def decode_events(text: bytes, path, base: int = 0) -> list:
-    """A JSON list of events; TraceFormatError for one that is not an object (its index
-    counted from ``base``)."""
+    """A JSON list of events. An entry that is not a JSON object has no meaning as an event:
+    it becomes an Event of phase NOT_AN_OBJECT, which the loader counts and leaves out (one
+    such entry never refuses the file)."""
     try:
         return EVENTS_DECODER.decode(text)
     except msgspec.ValidationError as error:
-        at = re.search(r"\$\[(\d+)\]", str(error))
-        if at is None:
+        if re.search(r"\$\[(\d+)\]", str(error)) is None:
             raise TraceFormatError(f"{path}: {_NO_EVENTS}") from None
-        raise TraceFormatError(f"{path}: event {base + int(at.group(1))} is not a JSON object "
-                               f"({error}); fix or remove it") from None
+    # the slow path, only for a chunk that holds such an entry: each entry on its own
+    return [_event_or_nothing(entry) for entry in _RAW_LIST.decode(text)]
+
+
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+_ONE_EVENT = msgspec.json.Decoder(Event)
+
+
+def _event_or_nothing(entry: msgspec.Raw) -> Event:
+    try:
+        return _ONE_EVENT.decode(entry)
+    except msgspec.ValidationError:
+        return Event(ph=NOT_AN_OBJECT)
 
 
 # The top-level keys the loaders read, decoded whatever their size (their size is bounded by
@@ -205,7 +216,11 @@ def _closed(raw: bytes, path, error, notes, base=0) -> tuple[dict, list, list]:
 
 
 # The phases the loader reads; every other (object, sample, ...) is counted and skipped.
-LOADED_PHASES = ("X", "M", "s", "f", "B", "E", "i", "I", "n", "C", "b", "e", "S", "T", "F")
+# The phase decode_events gives an entry of traceEvents that is not a JSON object (no real
+# phase is two characters with a space): counted and left out, never a refusal of the file.
+NOT_AN_OBJECT = "? "
+LOADED_PHASES = ("X", "M", "s", "f", "B", "E", "i", "I", "n", "C", "b", "e", "S", "T", "F",
+                 NOT_AN_OBJECT)
 _PHASE_CODE = {phase: code for code, phase in enumerate(LOADED_PHASES, start=1)}
 # Largest |ts| and dur (µs) taken: ns from the origin must fit int64 with room for the sums
 # the timeline and the export make (2^62 ns is 146 years; a real trace spans seconds).
@@ -277,57 +292,82 @@ class Slices:
     dur: np.ndarray
     args: list  # dict (or whatever the file holds) or None
     filled_ids: int = 0  # slices without a pid or tid, given Perfetto's (see _filled_ids)
+    left_out: dict = field(default_factory=dict)  # why -> how many (LEFT_OUT; x_slices)
 
 
-def x_slices(events, x_rows: np.ndarray, path, positions=None) -> Slices:
-    """The columns of the X (or X-like: B/E pairs) events at ``x_rows``; TraceFormatError for
-    the first one missing a field, with a non-numeric or out-of-range ts/dur, or with a
-    negative duration, naming its index in the file (``positions``, else ``x_rows``). Names
-    become strings and pids/tids one value each for 1, 1.0 and "1" (see canonical_id). The
-    args stay as the file's text (msgspec.Raw)."""
+def x_slices(events, x_rows: np.ndarray) -> Slices:
+    """The columns of the X (or X-like: B/E pairs) events at ``x_rows``. Names become strings
+    (an event without one, "": Perfetto's empty name) and pids/tids one value each for 1, 1.0
+    and "1" (see canonical_id). The args stay as the file's text (msgspec.Raw).
+
+    A slice that has no meaning is left out and counted in ``left_out`` by why (LEFT_OUT says
+    each): no numeric ts, no numeric dur (a begin that never ends: left out as a B without its
+    E is), a negative dur, a time past MAX_TIME_US, or a list or object as its pid, tid, name
+    or cat. A file of good slices pays one vector check for this."""
     xs = pick(events, x_rows)
-    x_rows = x_rows if positions is None else positions
-
-    def fail(position, problem):
-        raise TraceFormatError(f"{path}: event {x_rows[position]} ({xs[position].ph} "
-                               f"{xs[position].name!r}) {problem}; fix or remove that event, "
-                               f"or export the trace again")
-
+    left_out: dict[str, int] = {}
     fields = ("name", "cat", "pid", "tid")
     try:
         columns = _interned_fields(xs, fields)
-        if None in columns["pid"].table or None in columns["tid"].table:
-            filled = _filled_ids(xs)
-            columns = _interned_fields(xs, fields)
-        else:
-            filled = 0
     except TypeError:  # a list or an object where a string or a number belongs
-        position, field = next((position, field) for position, x in enumerate(xs)
-                               for field in fields if not hashable(getattr(x, field)))
-        fail(position, f"has a {field} that is not a string or a number: "
-                       f"{getattr(xs[position], field)!r}")
-
-    for field in ("name",):  # a null ts or dur becomes NaN, caught below
-        column = columns[field]
-        if None in column.table:
-            fail(int(np.argmax(column.codes == column.table.index(None))), f"has no {field!r}")
+        xs = _kept(xs, [next((field for field in fields if not hashable(getattr(x, field))), None)
+                        for x in xs], left_out)
+        columns = _interned_fields(xs, fields)
     numbers = {field: floats(xs, field) for field in ("ts", "dur")}
-    for field, values in numbers.items():
-        bad = np.flatnonzero(~(np.abs(values) <= MAX_TIME_US))  # NaN too
-        if len(bad):
-            value = getattr(xs[bad[0]], field)
-            fail(int(bad[0]), f"has no {field!r}" if value is None else
-                 f"has a {field} that is not a finite number: {value!r}"
-                 if not np.isfinite(values[bad[0]]) else
-                 f"has a {field} of {value!r} µs, beyond the {MAX_TIME_US:.3g} µs (146 years) "
-                 f"a trace's times may reach")
-    negative = np.flatnonzero(numbers["dur"] < 0)
-    if len(negative):
-        fail(int(negative[0]), f"has a negative duration ({xs[negative[0]].dur})")
-    return Slices(name=_as_text(columns["name"]), cat=_as_text(columns["cat"]),
+    meaningless = ~(np.abs(numbers["ts"]) <= MAX_TIME_US) | ~(numbers["dur"] >= 0) | \
+        (numbers["dur"] > MAX_TIME_US)  # NaN too
+    if meaningless.any():
+        reasons = [None] * len(xs)
+        for row in np.flatnonzero(meaningless).tolist():
+            reasons[row] = _why_left_out(numbers["ts"][row], numbers["dur"][row])
+        xs = _kept(xs, reasons, left_out)
+        columns = _interned_fields(xs, fields)
+        numbers = {field: floats(xs, field) for field in ("ts", "dur")}
+    filled = 0
+    if None in columns["pid"].table or None in columns["tid"].table:
+        filled = _filled_ids(xs)
+        columns = _interned_fields(xs, fields)
+    name = columns["name"]
+    if None in name.table:
+        left_out["unnamed"] = int(np.count_nonzero(name.codes == name.table.index(None)))
+        name = _reinterned(name, ["" if value is None else value for value in name.table])
+    return Slices(name=_as_text(name), cat=_as_text(columns["cat"]),
                   pid=_canonical(columns["pid"]), tid=_canonical(columns["tid"]),
                   ts=numbers["ts"], dur=numbers["dur"], args=list(map(attrgetter("args"), xs)),
-                  filled_ids=filled)
+                  filled_ids=filled, left_out=left_out)
+
+
+# Why a slice was left out (x_slices), as the note says it; "unnamed" ones are kept, named "".
+LEFT_OUT = {
+    "ts": "slices had no ts (or one that is not a number) and were left out",
+    "dur": "X slices had no dur (or one that is not a number): a begin without an end, left out "
+           "as a B without its E is",
+    "negative": "X slices had a negative dur and were left out",
+    "far": f"slices had a ts or dur beyond {MAX_TIME_US:.3g} µs (146 years) and were left out",
+    "pid": "slices had a pid that is not a string or a number and were left out",
+    "tid": "slices had a tid that is not a string or a number and were left out",
+    "name": "slices had a name that is not a string or a number and were left out",
+    "cat": "slices had a cat that is not a string or a number and were left out",
+    "unnamed": "slices had no name: read with an empty name, as Perfetto does",
+}
+
+
+def _why_left_out(ts: float, dur: float) -> str:
+    if not math.isfinite(ts):
+        return "ts"
+    if not math.isfinite(dur):
+        return "dur"
+    if dur < 0:
+        return "negative"
+    return "far"
+
+
+def _kept(xs: list, reasons: list, left_out: dict) -> list:
+    """The slices whose reason is None; the others counted in ``left_out`` by reason."""
+    for reason in reasons:
+        if reason is not None:
+            left_out[reason] = left_out.get(reason, 0) + 1
+    return [x for x, reason in zip(xs, reasons) if reason is None]
 
 
 def _filled_ids(xs: list) -> int:

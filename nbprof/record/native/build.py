@@ -28,7 +28,8 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 # Every native source, in one place: the build compiles the .cpp files and keys on all of them.
-SOURCES = ("observer.cpp", "observer.h", "memory.cpp", "memory.h")
+SOURCES = ("observer.cpp", "observer.h", "memory.cpp", "memory.h", "gpu_events.cpp",
+           "gpu_events.h")
 LIBRARY = "libnbprof_observer.so"
 # -DNDEBUG as torch's release builds: its headers' debug-only checks read fields the release
 # library never sets (RecordFunction::inputs() would fail "outside the start callback").
@@ -88,7 +89,8 @@ def compile_command(torch_path: Path, output: Path) -> list[str]:
     include, lib = torch_path / "include", torch_path / "lib"
     return [*compiler(), *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi(torch_path)}",
             "-isystem", str(include), *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
-            "-L", str(lib), "-lc10", "-ltorch_cpu", f"-Wl,-rpath,{lib}", "-o", str(output)]
+            "-L", str(lib), "-lc10", "-ltorch_cpu", "-ldl",  # dlsym: gpu_events.cpp
+            f"-Wl,-rpath,{lib}", "-o", str(output)]
 
 
 def _why_build_failed(command: list[str], output: str) -> str:

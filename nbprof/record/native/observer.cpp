@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpu_events.h"
 #include "memory.h"
 #include "observer.h"
 
@@ -39,7 +42,10 @@ enum Flags : uint8_t {
   kEnded = 4,          // its end callback ran while recording
   kCapturing = 8,      // (GPU) started while its stream captured a CUDA graph
   kGpuError = 16,      // (GPU) an event could not be recorded
+  kGpuEnd = 32,        // (GPU) its end event was recorded (its start's: device >= 0)
 };
+static_assert(kCapturing == nbp_gpu::kFlagCapturing && kGpuError == nbp_gpu::kFlagGpuError &&
+              kGpuEnd == nbp_gpu::kFlagGpuEnd, "gpu_events.h's flags are observer.cpp's");
 
 struct Record final : at::ObserverContext {
   // torch deletes the context at the op's end; the record stays in its chunk.
@@ -52,10 +58,15 @@ struct Record final : at::ObserverContext {
   int64_t seq;        // sequence number: backward node <-> forward op
   uint64_t fwd_tid;   // RecordFunction thread id of the forward op (backward nodes)
   int64_t shapes_at;  // offset in the thread's shape stream, -1 without shapes
+  int64_t stream;     // (GPU) the stream its events went on (c10::StreamId)
   uint32_t name;      // id in the thread's name table
+  uint32_t event;     // (GPU) its start event's index in its thread's pool; the end's is next
   uint16_t depth;
   uint8_t scope;
   uint8_t flags;
+  int8_t device;      // (GPU) the device of its events, -1: none
+  uint8_t session;    // (GPU) its session's low bits: an op still open at a stop must not
+                      // record its end into a pool slot the next session gave another op
 };
 
 struct ThreadBuf {
@@ -72,6 +83,7 @@ struct ThreadBuf {
   std::unordered_map<std::string_view, uint32_t> ids;
   struct Slot { const char* ptr; uint32_t id; } cache[kNameCache];
   std::vector<int64_t> shapes;  // per record with inputs: n, then per input ndim (-1: none), dims
+  nbp_gpu::Pools pools;         // (GPU) CUDA events per device, created once, re-recorded
 };
 
 std::mutex g_threads_mutex;  // registration (once per thread) and reads only
@@ -84,6 +96,18 @@ bool g_machinery_only = false;  // benchmarks: the callback runs and records not
 at::CallbackHandle g_handle = 0;
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 std::string g_error;
+// GPU (nbp_gpu_configure): asked for the next session, and what its stop placed
+bool g_gpu_wanted = false;
+uint32_t g_gpu_depth = UINT32_MAX;
+uint64_t g_gpu_anchor_devices = 0;
+bool g_gpu_session = false;
+std::vector<double> g_gpu_offsets;  // per row: start, end offset (ns); then the anchors'
+int64_t g_gpu_rows = 0;
+int64_t g_anchor_cpu[2 * nbp_gpu::kMaxDevices];
+int8_t g_anchor_device[2 * nbp_gpu::kMaxDevices];
+int64_t g_anchors = 0;
+std::string g_gpu_error;
+constexpr uint32_t kKeptEvents = 1 << 16;  // per (thread, device), kept for the next profile
 // initial-exec: read without a __tls_get_addr call on every op (8 bytes of static TLS)
 thread_local ThreadBuf* tl_buf __attribute__((tls_model("initial-exec"))) = nullptr;
 
@@ -101,6 +125,7 @@ void begin_thread_session(ThreadBuf* tb, uint64_t session) {
   tb->ids.clear();
   std::memset(tb->cache, 0, sizeof(tb->cache));
   tb->shapes.clear();
+  tb->pools.begin_session();
   tb->session = session;
   nbp_memory_begin_thread(session);
 }
@@ -188,9 +213,14 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   r->flags = 0;
   r->end = 0;
   r->shapes_at = -1;
+  r->device = -1;
   if (g_record_shapes) record_shapes(tb, r, fn);
+  bool gpu = nbp_gpu::g_on.load(std::memory_order_relaxed) && tb->depth < nbp_gpu::g_depth;
+  r->session = static_cast<uint8_t>(session);
   tb->depth++;
   r->start = static_cast<int64_t>(c10::getApproximateTime());
+  // after the CPU time: an event cannot complete before that time (gpu_clock.py's anchor error)
+  if (gpu) nbp_gpu::record_start(tb->pools, r->event, r->device, r->stream, r->flags);
   tb->count.store(n + 1, std::memory_order_release);
   return std::unique_ptr<at::ObserverContext>(r);
 }
@@ -205,9 +235,11 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   if (fn.isAsync()) flags |= kAsync;
   ThreadBuf* tb = tl_buf;  // fn.threadId() is the starting thread's (inline, no call)
   if (!tb || fn.threadId() != tb->rf_tid) {
-    flags |= kOtherThread;
-  } else if (tb->depth > 0) {
-    tb->depth--;
+    flags |= kOtherThread;  // its pool is another thread's: no end event (CPU time only)
+  } else {
+    if (tb->depth > 0) tb->depth--;
+    if (r->device >= 0 && r->session == static_cast<uint8_t>(tb->session))
+      nbp_gpu::record_end(tb->pools, r->event, r->device, flags);
   }
   r->flags |= flags;
 }
@@ -230,6 +262,34 @@ int guarded(F body) {
   return -1;
 }
 
+// At stop (recording off, g_threads_mutex held): synchronize, anchor, and each event's offset
+// from its device's earliest, in the row order of nbp_fetch.
+void place_gpu_events(int64_t total) {
+  std::vector<nbp_gpu::Mark> marks[nbp_gpu::kMaxDevices];
+  uint64_t devices = 0;
+  uint64_t session = g_session.load();
+  int64_t row = 0;
+  for (ThreadBuf* tb : g_threads) {
+    if (tb->session != session) continue;
+    size_t n = tb->count.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i, ++row) {
+      const Record& r = tb->chunks[i / kChunk][i % kChunk];
+      if (r.device < 0) continue;
+      auto& events = tb->pools.device[r.device].events;
+      devices |= uint64_t{1} << r.device;
+      marks[r.device].push_back({r.start, events[r.event], 2 * row});
+      if ((r.flags & kGpuEnd) && (r.flags & kEnded))
+        marks[r.device].push_back({r.end, events[r.event + 1], 2 * row + 1});
+    }
+  }
+  g_gpu_offsets.assign(2 * total + 2 * nbp_gpu::kMaxDevices, std::nan(""));
+  g_gpu_rows = total;
+  devices = nbp_gpu::stop_anchors(devices, marks, 2 * total, g_anchor_cpu, g_anchor_device,
+                                  &g_anchors);
+  for (int d = 0; d < nbp_gpu::kMaxDevices; ++d)
+    if (devices >> d & 1) nbp_gpu::chain(d, marks[d], g_gpu_offsets.data());
+}
+
 }  // namespace
 
 extern "C" {
@@ -247,6 +307,17 @@ int nbp_start(int record_shapes, int machinery_only) {
     g_record_shapes = record_shapes != 0;
     g_machinery_only = machinery_only != 0;
     g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
+    g_gpu_session = false;
+    g_gpu_error.clear();
+    g_gpu_offsets.clear();
+    g_gpu_rows = g_anchors = 0;
+    nbp_gpu::g_on.store(false);
+    bool gpu = g_gpu_wanted && !g_machinery_only;
+    g_gpu_wanted = false;  // asked per profile
+    if (gpu) {  // before the session: its anchors are no ops
+      nbp_gpu::start(g_gpu_depth, g_gpu_anchor_devices);
+      g_gpu_session = true;
+    }
     nbp_memory_start(g_session.fetch_add(1) + 1);
     at::RecordFunctionCallback callback(on_start, on_end);
     callback.needsInputs(g_record_shapes).needsOutputs(false).needsIds(false)
@@ -259,6 +330,7 @@ int nbp_start(int record_shapes, int machinery_only) {
 
 int64_t nbp_stop() {
   g_recording.store(false);
+  nbp_gpu::g_on.store(false);  // whatever happens below, no later session records events unasked
   nbp_memory_stop();
   if (g_handle) {
     guarded([] { at::removeCallback(g_handle); });
@@ -269,6 +341,15 @@ int64_t nbp_stop() {
   uint64_t session = g_session.load();
   for (ThreadBuf* tb : g_threads) {
     if (tb->session == session) total += tb->count.load(std::memory_order_acquire);
+  }
+  if (g_gpu_session) {
+    g_gpu_session = false;
+    if (guarded([&] { place_gpu_events(total); }) != 0) {
+      g_gpu_error = g_error;  // the CPU records stand; no GPU times
+      g_gpu_offsets.assign(2 * total, std::nan(""));
+      g_gpu_rows = total;
+      g_anchors = 0;
+    }
   }
   return total;
 }
@@ -308,6 +389,13 @@ int64_t nbp_fetch(NbpColumns* out, int64_t capacity) {
       out->depth[row] = r.depth;
       out->scope[row] = r.scope;
       out->flags[row] = r.flags;
+      if (out->gpu_start) {
+        bool placed = row < g_gpu_rows;
+        out->gpu_start[row] = placed ? g_gpu_offsets[2 * row] : std::nan("");
+        out->gpu_end[row] = placed ? g_gpu_offsets[2 * row + 1] : std::nan("");
+        out->device[row] = r.device;
+        out->stream[row] = r.stream;
+      }
       if (r.shapes_at >= 0 && out->shapes && shape_row < out->shape_rows) {
         out->shape_row[shape_row] = row;
         out->shape_at[shape_row++] = out->shapes_base[thread_index] + r.shapes_at;
@@ -387,7 +475,10 @@ void nbp_release() {
     tb->ids.clear();
     std::memset(tb->cache, 0, sizeof(tb->cache));
     std::vector<int64_t>().swap(tb->shapes);
+    if (!g_forked) nbp_gpu::trim(tb->pools, kKeptEvents);  // a forked child touches no CUDA
   }
+  std::vector<double>().swap(g_gpu_offsets);
+  g_gpu_rows = 0;
 }
 
 int64_t nbp_retained_bytes() {
@@ -396,6 +487,42 @@ int64_t nbp_retained_bytes() {
   for (ThreadBuf* tb : g_threads)
     for (Record* chunk : tb->chunks) bytes += chunk ? kChunk * sizeof(Record) : 0;
   return bytes;
+}
+
+const char* nbp_gpu_unavailable() {
+  const char* why = nbp_gpu::unavailable();
+  return why ? why : "";
+}
+
+int nbp_gpu_configure(int on, int64_t depth, uint64_t anchor_devices) {
+  if (g_recording.load()) { g_error = "already recording"; return -1; }
+  if (on) {
+    if (const char* why = nbp_gpu::unavailable()) { g_error = why; return -1; }
+  }
+  g_gpu_wanted = on != 0;
+  g_gpu_depth = depth < 0 || depth > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(depth);
+  g_gpu_anchor_devices = anchor_devices;
+  return 0;
+}
+
+int64_t nbp_gpu_anchors(int64_t* cpu_ns, int8_t* device, double* offset_ns) {
+  auto to_unix = g_clock ? g_clock->makeConverter() : nullptr;
+  for (int64_t i = 0; i < g_anchors; ++i) {
+    cpu_ns[i] = to_unix(g_anchor_cpu[i]);
+    device[i] = g_anchor_device[i];
+    size_t slot = static_cast<size_t>(2 * g_gpu_rows + i);
+    offset_ns[i] = slot < g_gpu_offsets.size() ? g_gpu_offsets[slot] : std::nan("");
+  }
+  return g_anchors;
+}
+
+const char* nbp_gpu_error() { return g_gpu_error.c_str(); }
+
+int64_t nbp_gpu_events() {
+  std::lock_guard<std::mutex> lock(g_threads_mutex);
+  int64_t count = 0;
+  for (ThreadBuf* tb : g_threads) count += nbp_gpu::events_created(tb->pools);
+  return count;
 }
 
 }  // extern "C"

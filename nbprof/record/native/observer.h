@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#define NBP_ABI_VERSION 2
+#define NBP_ABI_VERSION 3
 // The build hides every other symbol (-fvisibility=hidden): only these are the ABI.
 #define NBP_API __attribute__((visibility("default")))
 
@@ -31,6 +31,12 @@ struct NbpColumns {
   int64_t shape_rows;      // capacity of shape_row / shape_at
   int64_t threads;         // out: threads written
   int64_t name_count;      // out: names written
+  // GPU (null: not wanted): each op's start and end event in ns from its device's earliest
+  // event (NaN: none), its device (-1: none) and stream (c10::StreamId)
+  double* gpu_start;
+  double* gpu_end;
+  int8_t* device;
+  int64_t* stream;
 };
 
 NBP_API int nbp_abi_version();
@@ -45,4 +51,16 @@ NBP_API int64_t nbp_shapes_size(int64_t* per_thread, int64_t* records_with_shape
 NBP_API int64_t nbp_fetch(NbpColumns* out, int64_t capacity);
 NBP_API void nbp_release();
 NBP_API int64_t nbp_retained_bytes();
+
+// CUDA events per op (gpu_events.h). "" where they can be recorded here, else why not.
+NBP_API const char* nbp_gpu_unavailable();
+// For the next nbp_start only: events on ops at depth < depth (-1: every op), start anchors on
+// the devices in the mask (those with a CUDA context). -1 (nbp_last_error) without CUDA.
+NBP_API int nbp_gpu_configure(int on, int64_t depth, uint64_t anchor_devices);
+// After nbp_stop: the anchors (Unix ns, device, offset in ns as the ops'); at most 32.
+NBP_API int64_t nbp_gpu_anchors(int64_t* cpu_ns, int8_t* device, double* offset_ns);
+// After nbp_stop: why no GPU times were placed ("" if they were)
+NBP_API const char* nbp_gpu_error();
+// CUDA events the pools hold (a second profile creates none)
+NBP_API int64_t nbp_gpu_events();
 }

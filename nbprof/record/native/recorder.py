@@ -16,16 +16,19 @@ class NativeRecorder:
 
     all_threads = True
 
-    def __init__(self, library, *, record_shapes: bool = False, memory: bool = False):
+    def __init__(self, library, *, record_shapes: bool = False, memory: bool = False,
+                 gpu: bool = False, gpu_depth: int | None = None, anchor_devices=()):
         self.library = library
         self.record_shapes = record_shapes
+        self.gpu, self.gpu_depth, self.anchor_devices = gpu, gpu_depth, list(anchor_devices)
         self.memory = memory and memory_records.has_memory(library)
         self.memory_records = None  # what the memory reporter read at the stop
 
     def start(self) -> None:
         if memory_records.has_memory(self.library):
             memory_records.enable(self.library, self.memory)
-        self.library.start(self.record_shapes)
+        self.library.start(self.record_shapes, gpu=self.gpu, gpu_depth=self.gpu_depth,
+                           anchor_devices=self.anchor_devices)
 
     def pause_memory(self, paused: bool) -> None:
         memory_records.pause(self.library, paused)
@@ -39,12 +42,15 @@ class NativeRecorder:
     def meta(self) -> dict:
         return {"recorder": "native",
                 "native": {"abi": ABI_VERSION, "library": self.library.path,
-                           "build_seconds": build.build_seconds}}
+                           "build_seconds": build.build_seconds,
+                           **({"gpu_depth": self.gpu_depth} if self.gpu else {})}}
 
 
-def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memory: bool = False):
+def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memory: bool = False,
+                  gpu: bool = False, gpu_depth: int | None = None, anchor_devices=()):
     """(NativeRecorder, "") where the native recorder records this profile; else (None, the
-    one-line note saying why torch's path records it). ``recorder="native"`` raises instead."""
+    one-line note saying why torch's path records it). ``recorder="native"`` raises instead.
+    ``gpu``: with a CUDA event pair per op (only asked with ``recorder="native"`` so far)."""
     if recorder not in RECORDERS:
         raise ValueError(f"recorder must be one of {', '.join(map(repr, RECORDERS))}, "
                          f"not {recorder!r}")
@@ -63,4 +69,8 @@ def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memor
                                f"here: {reason}")
         return None, f"Recorded through torch's profiler: nbprof's native recorder is not " \
                      f"available ({reason})."
-    return NativeRecorder(library, record_shapes=record_shapes, memory=memory), ""
+    if gpu and library.gpu_unavailable():
+        raise RuntimeError(f"recorder='native' cannot record CUDA events here: "
+                           f"{library.gpu_unavailable()}. Use cuda=False or recorder='torch'.")
+    return NativeRecorder(library, record_shapes=record_shapes, memory=memory, gpu=gpu,
+                          gpu_depth=gpu_depth, anchor_devices=anchor_devices), ""

@@ -16,10 +16,13 @@ import numpy as np
 SCOPE_FUNCTION, SCOPE_BACKWARD, SCOPE_USER = 0, 1, 7
 # observer.cpp's Flags
 FLAG_ASYNC, FLAG_OTHER_THREAD, FLAG_ENDED, FLAG_CAPTURING, FLAG_GPU_ERROR = 1, 2, 4, 8, 16
-ABI_VERSION = 2  # observer.h's NBP_ABI_VERSION
+FLAG_GPU_END = 32
+ABI_VERSION = 3  # observer.h's NBP_ABI_VERSION
+MAX_ANCHORS = 32  # observer.cpp: two per device, 16 devices
 
 _P64, _P32 = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32)
 _P16, _P8 = ctypes.POINTER(ctypes.c_uint16), ctypes.POINTER(ctypes.c_uint8)
+_PS8, _PF64 = ctypes.POINTER(ctypes.c_int8), ctypes.POINTER(ctypes.c_double)
 
 
 class _Columns(ctypes.Structure):  # observer.h's NbpColumns, field for field
@@ -28,7 +31,21 @@ class _Columns(ctypes.Structure):  # observer.h's NbpColumns, field for field
                 ("flags", _P8), ("thread_os_tid", _P64), ("thread_rf_tid", _P64),
                 ("names", ctypes.c_char_p), ("shapes", _P64), ("shapes_base", _P64),
                 ("shape_row", _P64), ("shape_at", _P64), ("shape_rows", ctypes.c_int64),
-                ("threads", ctypes.c_int64), ("name_count", ctypes.c_int64)]
+                ("threads", ctypes.c_int64), ("name_count", ctypes.c_int64),
+                ("gpu_start", _PF64), ("gpu_end", _PF64), ("device", _PS8), ("stream", _P64)]
+
+
+class GpuRecords(NamedTuple):
+    """A GPU profile's events: offsets in ns from each device's earliest event (NaN: none),
+    measured event to event and summed in double (observer.cpp), placed by gpu_clock.py."""
+    start_offset_ns: np.ndarray  # float64 per row
+    end_offset_ns: np.ndarray  # float64 per row
+    device: np.ndarray  # int8 per row, -1: no events
+    stream: np.ndarray  # int64 per row: c10::StreamId
+    anchor_cpu_ns: np.ndarray  # int64, Unix-epoch ns
+    anchor_device: np.ndarray  # int8
+    anchor_offset_ns: np.ndarray  # float64
+    error: str  # why no GPU time was placed ("" if it was)
 
 
 class NativeRecords(NamedTuple):
@@ -45,6 +62,7 @@ class NativeRecords(NamedTuple):
     rf_tids: np.ndarray  # int64 per thread table entry
     names: list  # str
     shapes: dict  # row -> list of input shapes (record_shapes only)
+    gpu: GpuRecords | None = None  # a profile with CUDA events only
 
     def __len__(self) -> int:
         return len(self.start_ns)
@@ -70,11 +88,34 @@ class NativeLibrary:
         lib.nbp_fetch.argtypes = [ctypes.POINTER(_Columns), ctypes.c_int64]
         lib.nbp_fetch.restype = ctypes.c_int64
         lib.nbp_release.restype = None
+        lib.nbp_gpu_unavailable.restype = lib.nbp_gpu_error.restype = ctypes.c_char_p
+        lib.nbp_gpu_configure.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_uint64]
+        lib.nbp_gpu_configure.restype = ctypes.c_int
+        lib.nbp_gpu_anchors.argtypes = [_P64, _PS8, _PF64]
+        lib.nbp_gpu_anchors.restype = lib.nbp_gpu_events.restype = ctypes.c_int64
         self.lib = lib
+        self._gpu = False
         self.path = str(path)
 
-    def start(self, record_shapes: bool = False, machinery_only: bool = False) -> None:
-        """``machinery_only``: the callback runs and records nothing (benchmarks: the floor)."""
+    def gpu_unavailable(self) -> str:
+        """"" where this process can record CUDA events per op, else why not (one line)."""
+        return self.lib.nbp_gpu_unavailable().decode(errors="replace")
+
+    def created_events(self) -> int:
+        """CUDA events the observer's pools hold (created once, re-recorded by later profiles)."""
+        return int(self.lib.nbp_gpu_events())
+
+    def start(self, record_shapes: bool = False, machinery_only: bool = False, *,
+              gpu: bool = False, gpu_depth: int | None = None, anchor_devices=()) -> None:
+        """``machinery_only``: the callback runs and records nothing (benchmarks: the floor).
+        ``gpu``: a CUDA event pair per op at a depth below ``gpu_depth`` (None: every op), with
+        start anchors on ``anchor_devices`` (those with a CUDA context)."""
+        mask = sum(1 << device for device in anchor_devices if 0 <= device < 16)
+        depth = -1 if gpu_depth is None else int(gpu_depth)
+        if self.lib.nbp_gpu_configure(int(gpu), depth, mask) != 0:
+            raise RuntimeError(f"nbprof's native observer cannot record CUDA events: "
+                               f"{self.lib.nbp_last_error().decode(errors='replace')}")
+        self._gpu = gpu
         if self.lib.nbp_start(int(record_shapes), int(machinery_only)) != 0:
             raise RuntimeError(f"nbprof's native observer could not start: "
                                f"{self.lib.nbp_last_error().decode(errors='replace')}")
@@ -106,6 +147,11 @@ class NativeLibrary:
         shapes = np.empty(shapes_size, np.int64)
         shape_row = np.empty(int(with_shapes[0]), np.int64)
         shape_at = np.empty(int(with_shapes[0]), np.int64)
+        gpu = self._gpu and count >= 0
+        gpu_columns = dict(start_offset_ns=np.empty(count if gpu else 0),
+                           end_offset_ns=np.empty(count if gpu else 0),
+                           device=np.empty(count if gpu else 0, np.int8),
+                           stream=np.empty(count if gpu else 0, np.int64))
         out = _Columns(
             *(_pointer(columns[key], kind) for key, kind in (
                 ("start_ns", _P64), ("end_ns", _P64), ("thread", _P32), ("name", _P32),
@@ -114,13 +160,29 @@ class NativeLibrary:
             _pointer(os_tids, _P64), _pointer(rf_tids, _P64),
             ctypes.cast(names, ctypes.c_char_p),
             _pointer(shapes, _P64) if shapes_size else None, _pointer(shapes_base, _P64),
-            _pointer(shape_row, _P64), _pointer(shape_at, _P64), len(shape_row), 0, 0)
+            _pointer(shape_row, _P64), _pointer(shape_at, _P64), len(shape_row), 0, 0,
+            *((_pointer(gpu_columns[key], kind) if gpu else None) for key, kind in (
+                ("start_offset_ns", _PF64), ("end_offset_ns", _PF64), ("device", _PS8),
+                ("stream", _P64))))
         rows = int(self.lib.nbp_fetch(ctypes.byref(out), count))
+        gpu_records = self._read_gpu(gpu_columns, rows) if gpu else None
+        self._gpu = False
         name_list = [name.decode("utf-8", "replace")
                      for name in names.raw.split(b"\0")[:out.name_count]]
         return NativeRecords(**{key: value[:rows] for key, value in columns.items()},
                              os_tids=os_tids, rf_tids=rf_tids, names=name_list,
-                             shapes=_decode_shapes(shapes, shape_row, shape_at))
+                             shapes=_decode_shapes(shapes, shape_row, shape_at),
+                             gpu=gpu_records)
+
+    def _read_gpu(self, columns: dict, rows: int) -> GpuRecords:
+        cpu_ns, device = np.zeros(MAX_ANCHORS, np.int64), np.zeros(MAX_ANCHORS, np.int8)
+        offset_ns = np.zeros(MAX_ANCHORS)
+        anchors = int(self.lib.nbp_gpu_anchors(_pointer(cpu_ns, _P64), _pointer(device, _PS8),
+                                               _pointer(offset_ns, _PF64)))
+        return GpuRecords(**{key: value[:rows] for key, value in columns.items()},
+                          anchor_cpu_ns=cpu_ns[:anchors], anchor_device=device[:anchors],
+                          anchor_offset_ns=offset_ns[:anchors],
+                          error=self.lib.nbp_gpu_error().decode(errors="replace"))
 
 
 def _decode_shapes(stream: np.ndarray, rows: np.ndarray, starts: np.ndarray) -> dict:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model import Thread, Trace
-from ..convert import CPU_CATEGORIES, PROFILER_RANGE_PREFIX
-from .records import FLAG_ASYNC, FLAG_ENDED, FLAG_OTHER_THREAD, SCOPE_BACKWARD, SCOPE_FUNCTION, \
-    SCOPE_USER, NativeRecords
+from ...model import KIND_OP, Thread, Trace
+from ..convert import CPU_CATEGORIES, PROFILER_RANGE_PREFIX, gpu_interval_notes
+from ..gpu_clock import place_event_offsets
+from .records import FLAG_ASYNC, FLAG_CAPTURING, FLAG_ENDED, FLAG_GPU_ERROR, FLAG_OTHER_THREAD, \
+    SCOPE_BACKWARD, SCOPE_FUNCTION, SCOPE_USER, NativeRecords
 
 
 def _interned(records: NativeRecords):
@@ -66,6 +67,49 @@ def _backward_links(records: NativeRecords, keep: np.ndarray) -> dict:
     return args
 
 
+def _gpu_intervals(records: NativeRecords, keep: np.ndarray, base_time_ns: int, meta: dict) -> dict:
+    """Trace.build's GPU columns for the kept rows with both events placed on the CPU clock
+    (gpu_clock.py: anchors, drift, the anchor error the records prove), rows in the original
+    numbering (the caller renumbers), from ``base_time_ns`` (gpu_clock's float64 arithmetic
+    keeps ns only on times near 0, not on Unix-epoch ns); ``meta`` gets the clocks and notes."""
+    gpu, count = records.gpu, len(records)
+    anchors = len(gpu.anchor_cpu_ns)
+    gpu_ns, placed, clocks = place_event_offsets(
+        np.concatenate([records.start_ns, records.end_ns, gpu.anchor_cpu_ns]) - base_time_ns,
+        np.concatenate([gpu.device, gpu.device, gpu.anchor_device]).astype(np.int64),
+        np.concatenate([gpu.start_offset_ns, gpu.end_offset_ns, gpu.anchor_offset_ns]),
+        np.arange(2 * count, 2 * count + anchors))
+    start_ns, end_ns = gpu_ns[:count], gpu_ns[count:2 * count]
+    has_events = keep & (gpu.device >= 0)
+    crossed = has_events & ((records.flags & (FLAG_ASYNC | FLAG_OTHER_THREAD)) != 0)
+    candidate = has_events & ~crossed
+    anchored = np.isin(gpu.device, gpu.anchor_device)
+    timed = candidate & anchored & placed[:count] & placed[count:2 * count]
+    negative = timed & (end_ns < start_ns)
+    rows = np.flatnonzero(timed & ~negative)
+    if clocks:
+        meta["gpu_clock"] = clocks
+    counts = {"async": int(crossed.sum()), "no_anchor": int((candidate & ~anchored).sum()),
+              "no_event": int((candidate & anchored & ~timed).sum()),
+              "negative": int(negative.sum())}
+    notes = gpu_interval_notes(clocks, 0, counts)
+    captured = int((keep & ((records.flags & FLAG_CAPTURING) != 0)).sum())
+    if captured:
+        notes.append(f"{captured} ops ran while their stream captured a CUDA graph: no CUDA "
+                     "event was recorded for them (none can be timed there).")
+    failed = int((keep & ((records.flags & FLAG_GPU_ERROR) != 0)).sum())
+    if failed:
+        notes.append(f"{failed} ops' CUDA events could not be recorded: no GPU interval.")
+    if gpu.error:
+        notes.append(f"No GPU time was placed: {gpu.error}")
+    meta["notes"].extend(notes)
+    # streams as small numbers per profile, the default stream (id 0) first
+    _, stream = np.unique(gpu.stream[rows], return_inverse=True)
+    return dict(gpu_start_ns=start_ns[rows], gpu_end_ns=end_ns[rows],
+                gpu_device=gpu.device[rows].astype(np.int16), gpu_stream=stream.astype(np.int32),
+                gpu_launch=rows, gpu_kind=np.full(len(rows), KIND_OP, np.uint8))
+
+
 def native_records_to_trace(records: NativeRecords, *, base_time_ns: int, thread_names: dict,
                             pid: int, first_tid: int | None = None,
                             meta: dict | None = None) -> Trace:
@@ -87,6 +131,7 @@ def native_records_to_trace(records: NativeRecords, *, base_time_ns: int, thread
         meta["async_ranges"] = crossed
     lane, threads = _lanes(records, keep, thread_names, pid, first_tid)
     args = _backward_links(records, keep)
+    gpu = _gpu_intervals(records, keep, base_time_ns, meta) if records.gpu is not None else {}
     shapes = records.shapes
     rows = slice(None)  # every row: no copies of a 10M-row profile's columns
     if not keep.all():
@@ -94,14 +139,19 @@ def native_records_to_trace(records: NativeRecords, *, base_time_ns: int, thread
         new_row = np.cumsum(keep) - 1
         args = {int(new_row[row]): value for row, value in args.items() if keep[row]}
         shapes = {int(new_row[row]): value for row, value in shapes.items() if keep[row]}
+        if gpu:
+            gpu["gpu_launch"] = new_row[gpu["gpu_launch"]]
     category = (records.scope[rows] == SCOPE_USER).astype(np.uint8)  # 1: user_annotation
     name_id = (np.cumsum(~own, dtype=np.int32) - 1)[name_id[rows]]  # own names leave the table
     names = [name for name, is_own in zip(names, own.tolist()) if not is_own]
     # in place: the records are the caller's to drop, and a 10M-op profile's peak counts copies
     records.start_ns.__isub__(base_time_ns)
     records.end_ns.__isub__(base_time_ns)
+    if gpu:
+        gpu["gpu_launch"] = gpu["gpu_launch"].astype(np.int32)
+        gpu["gpu_name_id"] = name_id[gpu["gpu_launch"]]
     return Trace.build(
         start_ns=records.start_ns[rows], end_ns=records.end_ns[rows],
         thread=lane[records.thread[rows]], name_id=name_id, names=names, threads=threads,
         category=category, categories=CPU_CATEGORIES, meta=meta, event_args=args or None,
-        shapes=shapes)
+        shapes=shapes, **gpu)

@@ -1,0 +1,225 @@
+// See gpu_events.h. Everything CUDA goes through c10::impl::getDeviceGuardImpl(CUDA) (record,
+// elapsedTime, synchronizeDevice, destroyEvent): its interface is in c10's headers on every torch
+// build. The one call it lacks on torch 2.11 (isStreamCapturing, added in 2.13, and in the middle
+// of the vtable: this .so is built per torch) is cudaStreamIsCapturing, looked up in the CUDA
+// runtime torch already loaded. Why each choice: shared/RECORDER.md.
+#include "gpu_events.h"
+
+#include <c10/core/Device.h>
+#include <c10/core/Stream.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/ApproximateClock.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace nbp_gpu {
+
+std::atomic<bool> g_on{false};
+uint32_t g_depth = std::numeric_limits<uint32_t>::max();
+
+namespace {
+
+using IsCapturing = int (*)(void* stream, int* status);  // cudaError_t, cudaStreamCaptureStatus
+using GetLastError = int (*)();
+IsCapturing g_is_capturing = nullptr;
+GetLastError g_get_last_error = nullptr;
+const c10::impl::DeviceGuardImplInterface* g_cuda = nullptr;
+std::string g_why;
+void* g_anchor[kMaxDevices][2] = {};  // per device: start and stop anchors, re-recorded too
+int64_t g_anchor_cpu[kMaxDevices][2] = {};
+uint64_t g_start_anchored = 0;
+
+// A function of the CUDA runtime torch loaded (cudaStreamIsCapturing, cudaGetLastError)
+void* find_in_cudart(const char* symbol) {
+  if (void* found = dlsym(RTLD_DEFAULT, symbol)) return found;
+  // torch loads its CUDA runtime privately (RTLD_LOCAL): find it by soname, never load one
+  for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+                           "libcudart.so"}) {
+    if (void* handle = dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
+      void* found = dlsym(handle, symbol);
+      dlclose(handle);  // RTLD_NOLOAD took a reference: torch still holds its own
+      if (found) return found;
+    }
+  }
+  return nullptr;
+}
+
+c10::Stream stream_of(int8_t device) {
+  return g_cuda->getStream(c10::Device(c10::DeviceType::CUDA, device));
+}
+
+// false while the stream captures a CUDA graph (or its state cannot be read: e.g. the legacy
+// default stream while another stream captures): no event then
+bool may_record(const c10::Stream& stream) {
+  int status = 0;
+  if (g_is_capturing(g_cuda->getStreamNativeHandle(stream), &status) != 0) {
+    g_get_last_error();  // ours: the next kernel launch check must not report it as its own
+    return false;
+  }
+  return status == 0;
+}
+
+void record_on(void** event, const c10::Stream& stream) {
+  g_cuda->record(event, stream, stream.device_index(), c10::EventFlag::BACKEND_DEFAULT);
+}
+
+}  // namespace
+
+const char* unavailable() {
+  if (g_cuda) return nullptr;
+  try {
+    if (!c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA)) {
+      g_why = "this torch has no CUDA support (a CPU-only build)";
+      return g_why.c_str();
+    }
+    auto* cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    if (cuda->deviceCount() <= 0) {  // CPU-only torch may register a stub with no device
+      g_why = "torch sees no CUDA device";
+      return g_why.c_str();
+    }
+    g_is_capturing = reinterpret_cast<IsCapturing>(find_in_cudart("cudaStreamIsCapturing"));
+    g_get_last_error = reinterpret_cast<GetLastError>(find_in_cudart("cudaGetLastError"));
+    if (!g_is_capturing || !g_get_last_error) {
+      g_why = "cudaStreamIsCapturing was not found in the CUDA runtime torch loaded";
+      return g_why.c_str();
+    }
+    g_cuda = cuda;
+    return nullptr;
+  } catch (const std::exception& error) {
+    g_why = std::string("CUDA could not be queried: ") + error.what();
+    return g_why.c_str();
+  }
+}
+
+void record_start(Pools& pools, uint32_t& event, int8_t& device, int64_t& stream,
+                  uint8_t& flags) {
+  try {
+    c10::Device current = g_cuda->getDevice();
+    if (current.index() < 0 || current.index() >= kMaxDevices) {
+      flags |= kFlagGpuError;
+      return;
+    }
+    c10::Stream on = g_cuda->getStream(current);
+    if (!may_record(on)) {
+      flags |= kFlagCapturing;
+      return;
+    }
+    Pool& pool = pools.device[current.index()];
+    if (pool.used + 2 > pool.events.size())  // only while the pool grows (a first profile)
+      pool.events.resize(std::max<size_t>(pool.events.size() * 2, 64), nullptr);
+    record_on(&pool.events[pool.used], on);
+    event = pool.used;
+    pool.used += 2;
+    device = static_cast<int8_t>(current.index());
+    stream = on.id();
+  } catch (...) {
+    flags |= kFlagGpuError;
+  }
+}
+
+void record_end(Pools& pools, uint32_t event, int8_t device, uint8_t& flags) {
+  try {
+    c10::Stream on = stream_of(device);
+    if (!may_record(on)) {
+      flags |= kFlagCapturing;
+      return;
+    }
+    record_on(&pools.device[device].events[event + 1], on);
+    flags |= kFlagGpuEnd;
+  } catch (...) {
+    flags |= kFlagGpuError;
+  }
+}
+
+void start(uint32_t depth, uint64_t anchor_devices) {
+  if (const char* why = unavailable()) throw std::runtime_error(why);
+  g_depth = depth;
+  g_start_anchored = 0;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (!(anchor_devices >> d & 1)) continue;
+    // idle device, then an event: it completes as soon as it is recorded
+    g_cuda->synchronizeDevice(static_cast<c10::DeviceIndex>(d));
+    c10::Stream on = stream_of(static_cast<int8_t>(d));
+    g_anchor_cpu[d][0] = static_cast<int64_t>(c10::getApproximateTime());
+    record_on(&g_anchor[d][0], on);
+    g_start_anchored |= uint64_t{1} << d;
+  }
+  g_on.store(true);
+}
+
+uint64_t stop_anchors(uint64_t devices, std::vector<Mark>* marks, int64_t first_anchor_slot,
+                      int64_t* anchor_cpu, int8_t* anchor_device, int64_t* anchors) {
+  g_on.store(false);
+  devices |= g_start_anchored;
+  int64_t slot = first_anchor_slot, count = 0;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (!(devices >> d & 1)) continue;
+    g_cuda->synchronizeDevice(static_cast<c10::DeviceIndex>(d));
+    c10::Stream on = stream_of(static_cast<int8_t>(d));
+    g_anchor_cpu[d][1] = static_cast<int64_t>(c10::getApproximateTime());
+    record_on(&g_anchor[d][1], on);
+    g_cuda->synchronizeEvent(g_anchor[d][1]);
+    for (int which = 0; which < 2; ++which) {
+      if (which == 0 && !(g_start_anchored >> d & 1)) continue;
+      marks[d].push_back({g_anchor_cpu[d][which], g_anchor[d][which], slot++});
+      anchor_cpu[count] = g_anchor_cpu[d][which];
+      anchor_device[count++] = static_cast<int8_t>(d);
+    }
+  }
+  *anchors = count;
+  return devices;
+}
+
+void chain(int device, std::vector<Mark>& marks, double* offsets) {
+  std::stable_sort(marks.begin(), marks.end(),
+                   [](const Mark& a, const Mark& b) { return a.cpu < b.cpu; });
+  void* previous = nullptr;
+  double previous_ns = 0.0;
+  for (const Mark& mark : marks) {
+    double offset = std::numeric_limits<double>::quiet_NaN();
+    if (!previous) {
+      offset = 0.0;  // the origin: the earliest event recorded on this device
+    } else {
+      try {
+        offset = previous_ns +
+                 g_cuda->elapsedTime(previous, mark.event, static_cast<c10::DeviceIndex>(device)) *
+                     1e6;
+      } catch (...) {  // never recorded, or not timeable: skipped, the chain goes on
+      }
+    }
+    offsets[mark.slot] = offset;
+    if (!std::isnan(offset)) {
+      previous = mark.event;
+      previous_ns = offset;
+    }
+  }
+}
+
+int64_t events_created(const Pools& pools) {
+  int64_t count = 0;
+  for (const Pool& pool : pools.device)
+    for (void* event : pool.events) count += event != nullptr;
+  return count;
+}
+
+void trim(Pools& pools, uint32_t keep) {
+  if (!g_cuda) return;
+  for (int d = 0; d < kMaxDevices; ++d) {
+    Pool& pool = pools.device[d];
+    for (size_t i = keep; i < pool.events.size(); ++i)
+      g_cuda->destroyEvent(pool.events[i], static_cast<c10::DeviceIndex>(d));  // noexcept
+    if (pool.events.size() > keep) {
+      pool.events.resize(keep);
+      pool.events.shrink_to_fit();
+    }
+    pool.used = 0;
+  }
+}
+
+}  // namespace nbp_gpu
