@@ -349,14 +349,8 @@ class Load:
         """Each GPU slice's device, in the int16 column's range: a number outside it is
         clamped to its end, with a note (never wrapped: 65536 would be device 0); its args
         keep the file's number."""
-        devices = self._int_column(gpu_rows, "device", self.slices.pid)
-        low, high = np.iinfo(np.int16).min, np.iinfo(np.int16).max
-        outside = int(((devices < low) | (devices > high)).sum())
-        if outside:
-            self.notes.append(f"{outside} GPU intervals had a device number outside {low}..{high}"
-                              f": clamped to that range (their args keep the file's number)")
-            devices = np.clip(devices, low, high)
-        return devices.astype(np.int16)
+        return self._clamped(self._int_column(gpu_rows, "device", self.slices.pid), np.int16,
+                             "device")
 
     def streams(self, gpu_rows) -> np.ndarray:
         """Each GPU slice's stream in the int32 column. Kineto writes "no stream" as 4294967295
@@ -365,13 +359,17 @@ class Load:
         read as a negative stream, 2^32 + 7 as stream 7); the args keep the file's number."""
         streams = self._int_column(gpu_rows, "stream", self.slices.tid)
         streams[streams == NO_STREAM_U32] = -1
-        low, high = np.iinfo(np.int32).min, np.iinfo(np.int32).max
-        outside = int(((streams < low) | (streams > high)).sum())
+        return self._clamped(streams, np.int32, "stream")
+
+    def _clamped(self, values: np.ndarray, dtype, what: str) -> np.ndarray:
+        """``values`` as ``dtype``, a number outside its range clamped to its end with a note."""
+        low, high = np.iinfo(dtype).min, np.iinfo(dtype).max
+        outside = int(((values < low) | (values > high)).sum())
         if outside:
-            self.notes.append(f"{outside} GPU intervals had a stream number outside {low}..{high}"
+            self.notes.append(f"{outside} GPU intervals had a {what} number outside {low}..{high}"
                               f": clamped to that range (their args keep the file's number)")
-            streams = np.clip(streams, low, high)
-        return streams.astype(np.int32)
+            values = np.clip(values, low, high)
+        return values.astype(dtype)
 
     def _int_column(self, rows, key, fallback: Column) -> np.ndarray:
         """``args[key]`` of each slice at ``rows`` as int64: the fallback column's value
