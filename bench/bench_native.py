@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import os
 import pathlib
 import subprocess
@@ -39,7 +38,8 @@ from torch._C._profiler import _ExperimentalConfig  # noqa: E402
 
 import nbprof  # noqa: E402
 from nbprof.record import native  # noqa: E402
-from bench.bench_record import ADD_OPS, add_loop, cpu_clock, in_loop_overhead, mlp_loop  # noqa: E402
+from bench import bench_record  # noqa: E402
+from bench.bench_record import ADD_OPS, add_loop, in_loop_overhead, mlp_loop  # noqa: E402
 from kernels.train_mlp import make_model  # noqa: E402
 
 
@@ -86,31 +86,7 @@ def overhead(label, workload, rounds) -> float:
 
 
 def exit_to_summary(rounds) -> float:
-    def torch_run():
-        with torch_all_threads() as prof:
-            add_loop()
-            left = cpu_clock()
-        prof.key_averages()
-        return cpu_clock() - left, len(prof.events())
-
-    def native_run():
-        with nbprof.profile(cuda=False, recorder="native") as prof:
-            add_loop()
-            left = cpu_clock()
-        prof.trace.key_averages()
-        return cpu_clock() - left, len(prof.trace)
-
-    theirs, ours = [], []
-    for _ in range(rounds):
-        gc.collect()
-        theirs.append(torch_run())
-        gc.collect()
-        ours.append(native_run())
-    (torch_s, torch_n), (ours_s, ours_n) = min(theirs), min(ours)
-    print(f"exit -> summarised trace, {ADD_OPS} x = x + 1 (best of {rounds}): torch.profiler "
-          f"{torch_n} events in {torch_s:.3f} s; native {ours_n} events in {ours_s:.4f} s "
-          f"-> {torch_s / ours_s:.1f}x faster (target >= 30x)")
-    return torch_s / ours_s
+    return bench_record.exit_to_summary(rounds, torch_profiler=torch_all_threads, recorder="native")
 
 
 _BIG = """
