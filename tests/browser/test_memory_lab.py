@@ -6,7 +6,7 @@ import os
 
 import nbformat
 import pytest
-from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, run_lab
+from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, open_notebook, run_lab
 from jupyter_lab import READY_JS as _READY_JS
 from jupyter_lab import run_all_cells as _run_all_cells
 from jupyter_lab import wait_until_all_cells_ran
@@ -42,9 +42,7 @@ def page(tmp_path_factory, artifacts):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_context(viewport={"width": 1400, "height": 1200}).new_page()
         page.set_default_timeout(60_000)
-        page.goto(f"{url}/lab/tree/{NOTEBOOK}?reset")
-        page.wait_for_selector(f"{PANEL} .jp-Notebook-ExecutionIndicator[data-status='idle']",
-                               state="attached")
+        open_notebook(page, url, NOTEBOOK)
         try:
             _run_all_cells(page)
             wait_until_all_cells_ran(page, timeout_ms=180_000)
