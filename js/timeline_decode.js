@@ -49,16 +49,27 @@ function groupBy(keys, nKeys) {
 }
 
 function decode(S, bytes) {
+  for (const _ of decodeSteps(S, bytes));  // eslint-disable-line no-unused-vars
+}
+
+// decode() in steps of a few ms each (a column, 64k entries, an index): a big page decodes its
+// events after its first view is drawn (timeline_main.js), yielding to the browser between steps.
+function* decodeSteps(S, bytes) {
   const nRows = info.row_lane.length, nCpu = decodeMeta.n_cpu, nGpu = decodeMeta.n_gpu;
   const n = nCpu + nGpu;
   const rowCount = column(bytes, "row_count", Int32Array);
   const start = column(bytes, "start_gap", Float64Array);  // zigzag gap after the previous end
+  yield;
   const dur = column(bytes, "duration", Float64Array);
+  yield;
   const id = column(bytes, "id_delta", Int32Array);
+  yield;
   const name = column(bytes, "name_id", Int32Array);
+  yield;
   const family = column(bytes, "family", Uint8Array);
   const launchPlus1 = column(bytes, "gpu_launch", Int32Array);
   const runtimePlus1 = column(bytes, "gpu_runtime", Int32Array);
+  yield;
   const rowStart = new Int32Array(nRows + 1);
   const rowOf = new Int32Array(n);
   // Running max of ends within each row: sorted, so a binary search finds the first event in view
@@ -85,17 +96,23 @@ function decode(S, bytes) {
         launchOf[i] = launchPlus1[gpuSeen] - 1;
         callOf[i] = runtimePlus1[gpuSeen++] - 1;
       } else cpuEntry[id[i]] = i;
+      if ((i & 0xffff) === 0xffff) yield;
     }
   }
+  yield;
   // Launch indexes, CPU event id -> the GPU entries it launched: by op (an op's links are those
   // of everything nested in it) and by runtime call (clicking a call selects its kernels).
-  const byOp = groupBy(launchOf, nCpu), byCall = groupBy(callOf, nCpu);
+  const byOp = groupBy(launchOf, nCpu);
+  yield;
+  const byCall = groupBy(callOf, nCpu);
+  yield;
   // Where each GPU entry's link starts: its runtime call where known, else the op.
   const linkFrom = new Int32Array(n).fill(-1);
   for (let i = 0; i < n; i++) {
     const from = callOf[i] >= 0 ? callOf[i] : launchOf[i];
     if (from >= 0) linkFrom[i] = cpuEntry[from];
   }
+  yield;
   const details = new Array(n).fill("");
   const detailIds = column(bytes, "detail_entry", Int32Array);
   const detailTexts = column(bytes, "detail_text", Int32Array);
@@ -103,7 +120,11 @@ function decode(S, bytes) {
   Object.assign(S, {rowStart, rowOf, start, dur, id, name, family, maxEnd, cpuEntry, gpuEntry,
                     launchOf, callOf, linkFrom, launchStart: byOp.start, launched: byOp.items,
                     callStart: byCall.start, callLaunched: byCall.items, details});
+}
+
+function laneRowsOf() {
+  // each lane's rows, in sub-row order
   const laneRows = info.labels.map(() => []);
-  for (let r = 0; r < nRows; r++) laneRows[info.row_lane[r]].push(r);
-  S.laneRows = laneRows;
+  for (let r = 0; r < info.row_lane.length; r++) laneRows[info.row_lane[r]].push(r);
+  return laneRows;
 }

@@ -21,7 +21,7 @@ function firstInView(S, lo, hi, x0) {
 // longest the entry of its longest event (what its label names). A block never runs past the
 // maxBlockPx column of the grid it starts in.
 function sweep(S, rows, x0, x1, nsPerPx, minRealPx, maxBlockPx, emit) {
-  const {start, dur, rowStart} = S;
+  const {start, dur, rowStart} = S, longestDur = S.longestDur || dur;
   const minDur = S.minDuration, realNs = minRealPx * nsPerPx, gapNs = MERGE_GAP_PX * nsPerPx;
   const chunkNs = maxBlockPx * nsPerPx;
   for (const r of rows) {
@@ -46,7 +46,7 @@ function sweep(S, rows, x0, x1, nsPerPx, minRealPx, maxBlockPx, emit) {
         else if (e > blockEnd) { busy += Math.max(0, b - (blockEnd - s)); blockEnd = e; }
         else busy += Math.max(0, b - d);
         count += n;
-        if (d > dur[longest]) longest = i;
+        if (longestDur[i] > longestDur[longest]) longest = i;
       } else {
         if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
         first = i; count = n; blockStart = s; blockEnd = e; busy = b; longest = i;
@@ -55,6 +55,11 @@ function sweep(S, rows, x0, x1, nsPerPx, minRealPx, maxBlockPx, emit) {
     }
     if (count) emit(r, first, count, blockStart, blockEnd, busy, longest);
   }
+}
+
+function longestDur(S, i) {
+  // an entry's longest event's duration: its own, or a pre-merged block's (timeline_served.js)
+  return S.longestDur ? S.longestDur[i] : S.dur[i];
 }
 
 function rowUnits(r) {
@@ -160,6 +165,10 @@ function showLaneWindow(S) {
     ticks.push(middle);
     labels.set(middle, label);
   }
+  // Set only when they change: each set makes Bokeh lay the whole plot out again.
+  const key = JSON.stringify([ticks, [...labels.values()]]);
+  if (key === S.axisKey) return;
+  S.axisKey = key;
   ticker.ticks = ticks;
   yaxis.major_label_overrides = labels;
 }
@@ -169,6 +178,7 @@ function drawView(S) {
   const x0 = plot.x_range.start, x1 = plot.x_range.end;
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
   const nsPerPx = (x1 - x0) / width;
+  if (S.level) useLevelFor(S, nsPerPx);  // a big page's first level, or its events
   const out = {left: [], right: [], bottom: [], top: [], color: [], alpha: [], name: [], lane: [],
                dur: [], count: [], id: [], gpu: [], details: [], launch: []};
   const text = {x: [], y: [], text: [], color: []};
@@ -218,7 +228,7 @@ function drawView(S) {
     if (isGpu) gpuInView += count;
     if (count > 1 && run && run.r === r && left - run.right < gapNs) {  // the run's next column
       run.right = Math.max(run.right, right_); run.count += count; run.busy += busy;
-      if (S.dur[longest] > S.dur[run.longest]) run.longest = longest;
+      if (longestDur(S, longest) > longestDur(S, run.longest)) run.longest = longest;
       // The last bar reaches to this block (a gap under a pixel would draw as a pale seam), its
       // shade counting that gap as idle.
       const k = run.k;
@@ -229,7 +239,7 @@ function drawView(S) {
         out.dur[k] = Math.max(out.dur[k], right - out.left[k]);
         run.kSpan = Math.max(run.kSpan, out.dur[k]);
         out.count[k] += count; run.kBusy += busy;
-        if (S.dur[longest] > S.dur[run.kLongest]) run.kLongest = longest;
+        if (longestDur(S, longest) > longestDur(S, run.kLongest)) run.kLongest = longest;
         return;
       }
       closeBar();
@@ -250,7 +260,9 @@ function drawView(S) {
       out.id.push(S.eventId ? S.eventId[first] : S.id[first]);  // served: local -> trace id
       out.details.push(S.details[first]);
       const launcher = isGpu ? S.launchOf[first] : -1;
-      out.launch.push(launcher >= 0 ? info.names[S.name[S.cpuEntry[launcher]]] : "");
+      const launchName = S.launchName ? S.launchName[first] :  // pre-merged entries say it
+        launcher >= 0 ? S.name[S.cpuEntry[launcher]] : -1;
+      out.launch.push(launchName >= 0 ? info.names[launchName] : "");
       label(r, left, right_, name, 1, color, 1);
     } else {
       out.name.push(""); out.alpha.push(1); out.details.push("");  // closeBar() writes them
@@ -263,6 +275,7 @@ function drawView(S) {
     }
   });
   flushRun();
+  if (S.level) useEvents(S);  // its events (once decoded) for the outlines, links, taps
   S.filling = true;
   fill(rendered, out);
   rendered.selected.indices = [];
@@ -291,6 +304,7 @@ function drawOverview(S) {
   const nsPerPx = (info.span_ns || 1) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: []};
   if (info.coarse) Object.assign(S, levelFor(S, nsPerPx));  // the whole trace: a coarse level
+  else if (S.level) useLevelFor(S, nsPerPx);
   const laneY = new Map();
   for (const r of S.drawnRows) {
     const lane = info.row_lane[r];
@@ -305,6 +319,7 @@ function drawOverview(S) {
   fill(overview_source, out);
   S.overviewLanes = Math.max(laneY.size, 1);
   if (info.coarse) restoreAnswer(S);  // back to what the view shows
+  else if (S.level) useEvents(S);
   overview.y_range.setv({start: S.overviewLanes, end: 0});
   drawOverviewMarks(S);
 }

@@ -72,27 +72,78 @@ function dispatch(S) {
   }
 }
 
+// Where the first view's time went (the benchmark reads S.timings) and the model property that
+// tests and the notebook widget wait on.
+function opened(S, started, inflated, decoded) {
+  S.ready = true;
+  redrawAll(S);
+  onViewRequest(S);  // a range asked for before the page opened (a saved page)
+  S.timings = {inflate_ms: inflated - started, decode_ms: decoded - inflated,
+               first_draw_ms: performance.now() - decoded};
+  const view = plotView();
+  if (view) { watchResize(S, view); installInput(S, view); }
+  plot.tags = [...plot.tags.filter((t) => t !== "nbprof-ready"), "nbprof-ready"];
+}
+
+function nextTask() {
+  // a task of its own (a MessageChannel's message: setTimeout chains are clamped to 4 ms)
+  return new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve();
+    channel.port2.postMessage(0);
+  });
+}
+
+async function inSlices(steps, sliceMs) {
+  // run a generator's steps, giving the browser its frames and input at least every sliceMs
+  let since = performance.now();
+  for (const _ of steps) {  // eslint-disable-line no-unused-vars
+    if (performance.now() - since > sliceMs) {
+      await nextTask();
+      since = performance.now();
+    }
+  }
+}
+
+async function openEvents(S) {
+  const started = performance.now(), level = !info.coarse && info.first_level;
+  const width = plot.inner_width > 0 ? plot.inner_width : 800;
+  if (level && !S.minDuration && (plot.x_range.end - plot.x_range.start) / width >= level.ns_per_px) {
+    // A big page: the first view from the level's few thousand bars, then the events, a few
+    // ms at a time (first_level.py says why)
+    const bytes = await inflateBase64(level.packed);
+    const inflated = performance.now();
+    S.level = {nsPerPx: level.ns_per_px, entries: decodeEntries(bytes, level.meta)};
+    opened(S, started, inflated, performance.now());
+    const events = {};
+    await inSlices(decodeSteps(events, await inflateBase64(packed)), 8);
+    // the level's own columns (counts, local ids) are not the events': cleared when they swap in
+    S.events = Object.assign(Object.fromEntries(Object.keys(S.level.entries).map((k) => [k, undefined])),
+                             events);
+    Object.assign(S, S.events);
+    S.timings.events_ms = performance.now() - started;
+    if (S.waitingForEvents) {
+      S.waitingForEvents = false;
+      redrawAll(S);
+    } else drawOverlays(S);
+    return;
+  }
+  const bytes = await inflateBase64(packed);
+  const inflated = performance.now();
+  if (info.coarse) await initCoarse(S, bytes); else decode(S, bytes);
+  opened(S, started, inflated, performance.now());
+}
+
 {
   let S = rendered.__nbprof;
   if (!S) {
     S = rendered.__nbprof = {ready: false, minDuration: 0, hovered: -1, collapsedGroups: new Set(),
-                                laneZoom: 1, laneTop: 0};
-    const started = performance.now();
-    inflateBase64(packed).then(async (bytes) => {
-      const inflated = performance.now();
-      if (info.coarse) await initCoarse(S, bytes); else decode(S, bytes);
-      const decoded = performance.now();
-      S.ready = true;
-      redrawAll(S);
-      onViewRequest(S);  // a range asked for before the page opened (a saved page)
-      // where the first view's time went (the benchmark reads it)
-      S.timings = {inflate_ms: inflated - started, decode_ms: decoded - inflated,
-                   first_draw_ms: performance.now() - decoded};
-      const view = plotView();
-      if (view) { watchResize(S, view); installInput(S, view); }
-      // A model property that tests and the notebook widget can wait on.
-      plot.tags = [...plot.tags.filter((t) => t !== "nbprof-ready"), "nbprof-ready"];
-    }).catch((error) => console.error("nbprof timeline: could not decode the events", error));
+                                laneZoom: 1, laneTop: 0, laneRows: laneRowsOf()};
+    // The lanes and their y axis first: Bokeh lays the plot out for its labels while the events
+    // inflate, so the first view is drawn at the plot's final width (not drawn twice).
+    readFilter(S);
+    layoutLanes(S);
+    openEvents(S).catch((error) => console.error("nbprof timeline: could not decode the events", error));
   }
   if (S.ready) {
     installInput(S, plotView());  // a view drawn again (a notebook output re-shown) gets them too

@@ -17,6 +17,15 @@ function decodeEntries(bytes, meta) {
     const blockBusy = column(bytes, "block_busy", Float64Array);
     for (let i = 0, k = 0; i < T.entryBusy.length; i++)
       T.entryBusy[i] = T.entryCount[i] === 1 ? T.dur[i] : blockBusy[k++];
+    // a block is named after its longest event (the sweep compares their durations), and a
+    // kernel says which op launched it even where that op is in a block
+    T.longestDur = Float64Array.from(T.dur);
+    const longest = column(bytes, "longest_dur", Float64Array);
+    for (let i = 0, k = 0; i < T.longestDur.length; i++) if (T.entryCount[i] !== 1) T.longestDur[i] = longest[k++];
+    T.launchName = new Int32Array(T.entryCount.length).fill(-1);
+    const launchName = column(bytes, "gpu_launch_name", Int32Array);
+    for (let i = 0, k = 0; i < T.launchName.length; i++)
+      if (info.row_is_gpu[T.rowOf[i]]) T.launchName[i] = launchName[k++] - 1;
   } finally {
     decodeMeta = info;
   }
@@ -62,6 +71,26 @@ function levelFor(S, nsPerPx) {
   let entries = S.embedded;
   for (const level of S.coarser || []) if (level.nsPerPx <= nsPerPx) entries = level.entries;
   return entries;
+}
+
+// A big embedded page (nbprof/timeline/first_level.py) draws every view at least as coarse as
+// its first level from that level's bars, and finer ones (or a minimum duration) from its events.
+// Until those are decoded (timeline_main.js), such a view shows the level and is drawn again
+// once they are.
+function levelServes(S, nsPerPx) {
+  return !S.minDuration && nsPerPx >= S.level.nsPerPx;
+}
+
+function useLevelFor(S, nsPerPx) {
+  if (levelServes(S, nsPerPx) || !S.events) {
+    if (!levelServes(S, nsPerPx)) S.waitingForEvents = true;
+    Object.assign(S, S.level.entries);
+  } else Object.assign(S, S.events);
+}
+
+function useEvents(S) {
+  // the events for what is not a sweep (outlines, links, taps, hover), once they are decoded
+  if (S.events) Object.assign(S, S.events);
 }
 
 function viewKey() {

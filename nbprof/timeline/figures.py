@@ -123,23 +123,25 @@ def main_plot(sources: dict, *, span: int, rows: int, height: int, size: dict, f
     plot.yaxis.ticker = ticker
     plot.yaxis.major_label_text_font_size = "11px"
     edges = {"left": "left", "right": "right", "bottom": "bottom", "top": "top"}
-    plot.quad(source=sources["bands"], fill_color="#000000", fill_alpha=0.04, line_color=None,
-              level="underlay", **edges)
+    drawn_only(plot.quad(source=sources["bands"], fill_color="#000000", fill_alpha=0.04,
+                         line_color=None, level="underlay", **edges))
     bars = plot.quad(source=sources["rendered"], fill_color="color", fill_alpha="alpha",
                      line_color=None, selection_fill_alpha="alpha", nonselection_fill_alpha="alpha",
                      hover_fill_alpha=0.7,
                      hover_line_color="black", name="nbprof_bars", **edges)
+    bars.muted_glyph = None
     hover.renderers = tap.renderers = [bars]
-    plot.text(source=sources["labels"], x="x", y="y", text="text", text_color="color",
-              text_align="center", text_baseline="middle", text_font=value(LABEL_FONT_FAMILY),
-              text_font_size=f"{LABEL_FONT_PX}px", name="nbprof_bar_labels")
+    drawn_only(plot.text(source=sources["labels"], x="x", y="y", text="text", text_color="color",
+                         text_align="center", text_baseline="middle",
+                         text_font=value(LABEL_FONT_FAMILY), text_font_size=f"{LABEL_FONT_PX}px",
+                         name="nbprof_bar_labels"))
     # The area selection's band; box select "selects" in it, never in the bars.
     area = plot.quad(source=sources["area_band"], left="left", right="right", bottom=-1e9, top=1e9,
                      fill_color=AREA_COLOR, fill_alpha=0.12, line_color=AREA_COLOR, line_alpha=0.6,
                      level="underlay")
-    box_select.renderers = [area]
-    plot.quad(source=sources["marks"], fill_color=None, line_color="line_color", line_width=2,
-              **edges)
+    box_select.renderers = [drawn_only(area)]
+    drawn_only(plot.quad(source=sources["marks"], fill_color=None, line_color="line_color",
+                         line_width=2, **edges))
     for source, color, width, head in ((sources["links_view"], "#555555", 1, 6),
                                        (sources["links_focus"], LINK_COLOR, 2, 8)):
         plot.add_layout(Arrow(source=source, x_start="x0", y_start="y0", x_end="x1", y_end="y1",
@@ -157,11 +159,11 @@ def overview_plot(source, marks, plot, *, span: int, size: dict):
     pad = span * 0.02
     overview = figure(x_range=Range1d(-pad, span + pad), y_range=Range1d(1, 0), height=70,
                       tools=[], toolbar_location=None, name="nbprof_overview", **size)
-    overview.quad(source=source, left="left", right="right", bottom="bottom", top="top",
-                  fill_color="color", line_color=None)
+    drawn_only(overview.quad(source=source, left="left", right="right", bottom="bottom", top="top",
+                             fill_color="color", line_color=None))
     # every search/summary match as a tick (js/timeline_overlays.js drawOverviewMarks)
-    overview.quad(source=marks, left="left", right="right", bottom="bottom", top="top",
-                  fill_color=HIGHLIGHT_COLOR, line_color=None, fill_alpha=0.9)
+    drawn_only(overview.quad(source=marks, left="left", right="right", bottom="bottom", top="top",
+                             fill_color=HIGHLIGHT_COLOR, line_color=None, fill_alpha=0.9))
     overview.yaxis.visible = False
     overview.xaxis.formatter = CustomJSTickFormatter(code=_TICK_NS)
     overview.grid.visible = False
@@ -169,13 +171,23 @@ def overview_plot(source, marks, plot, *, span: int, size: dict):
     return overview
 
 
+def drawn_only(renderer):
+    """A renderer nothing selects, hovers or mutes: no glyphs for those states. BokehJS builds a
+    view (and reads its styles) for each glyph a renderer has; a page of a dozen renderers spent
+    tens of ms of its first second on views never drawn."""
+    renderer.selection_glyph = renderer.nonselection_glyph = renderer.muted_glyph = None
+    return renderer
+
+
 def _add_legend(plot, families) -> None:
-    items = []
-    for family in sorted(families):
-        # one row of NaNs: nothing drawn in the plot, but the legend has a glyph to sample
-        swatch = plot.quad(left=[float("nan")], right=[float("nan")], bottom=[float("nan")],
-                           top=[float("nan")], fill_color=PALETTES[family][0], line_color=None)
-        items.append(LegendItem(label=FAMILIES[family], renderers=[swatch]))
+    # One swatch renderer, a row per family (of NaNs: nothing drawn in the plot, but the legend
+    # has a glyph to sample): a renderer and source per family made the page slower to open.
+    families = sorted(families)
+    nan = [float("nan")] * len(families)
+    swatch = drawn_only(plot.quad(left=nan, right=nan, bottom=nan, top=nan, line_color=None,
+                                  fill_color=[PALETTES[family][0] for family in families]))
+    items = [LegendItem(label=FAMILIES[family], renderers=[swatch], index=k)
+             for k, family in enumerate(families)]
     if items:
         plot.add_layout(Legend(items=items, orientation="horizontal", location="top_left",
                                label_text_font_size="11px", padding=2, spacing=6), "above")

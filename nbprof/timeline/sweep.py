@@ -225,6 +225,18 @@ def _sweep_level(row_start, start, duration, max_end, coarse, coarse_row_start, 
     return n
 
 
+@njit(cache=True)
+def longest_entries(duration, first, count):
+    """Per bar (its entries first..first + count - 1), the entry of its longest event: what a
+    block is named after."""
+    out = first.copy()
+    for k in range(len(first)):
+        for i in range(first[k] + 1, first[k] + count[k]):
+            if duration[i] > duration[out[k]]:
+                out[k] = i
+    return out
+
+
 @dataclass(frozen=True)
 class Level:
     """A coarse level as the sweep reads it: bars of the whole trace at ``ns_per_px``."""

@@ -15,6 +15,7 @@ from .html_text import html_text
 from ..model import Trace
 from .counters import extra_rows
 from .data import encode_events
+from .first_level import first_level
 from .memory_lane import memory_strip
 from .figures import (BLOCK_COLORS, HIGHLIGHT_COLOR, KERNEL_ROW_UNITS, LABEL_FONT, LINK_COLOR,
                       PALETTES, SELECTION_COLOR, main_plot, overview_plot, plot_height)
@@ -117,6 +118,8 @@ class Timeline:
         # Past the budget the page embeds a coarser level and the kernel serves each view (served.py).
         self.served = served_past_budget(trace, lanes, max_embedded_events)
         packed, info = self.served.page() if self.served else encode_events(trace, lanes)
+        if not self.served:  # a big page draws its first views from a level (first_level.py)
+            info["first_level"] = first_level(trace, lanes)
         info.update(palettes=PALETTES, block_colors=BLOCK_COLORS, highlight_color=HIGHLIGHT_COLOR,
                     selection_color=SELECTION_COLOR, link_color=LINK_COLOR, label_font=LABEL_FONT)
         self._labels = list(lanes.labels)

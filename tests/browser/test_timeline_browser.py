@@ -226,6 +226,61 @@ def busy_trace(n=60_000, seed=0):
                        gpu_kind=np.ones(n // 10))
 
 
+# Holds back every inflate after the page's first (its level's) until the test calls
+# nbRelease(): a big page between its first view and its decoded events, for as long as needed.
+HOLD_EVENTS = """(() => {
+  const arrayBuffer = Response.prototype.arrayBuffer;
+  const released = new Promise((resolve) => { window.nbRelease = resolve; });
+  let calls = 0;
+  Response.prototype.arrayBuffer = function () {
+    calls += 1;
+    return calls === 1 ? arrayBuffer.call(this) : released.then(() => arrayBuffer.call(this));
+  };
+})();"""
+
+
+def test_a_big_page_opens_on_its_level_and_draws_events_zoomed_into_once_decoded(browser, tmp_path):
+    trace = busy_trace(200_000)  # 220k events: past FIRST_LEVEL_MIN_EVENTS
+    path = save_html(trace, tmp_path / "big.html")
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.add_init_script(HOLD_EVENTS)
+    page.goto(path.as_uri())
+    page.wait_for_function(READY, timeout=30_000)
+    page.evaluate(HELPERS)
+    # Ready with the events still held back: the first view is the level's, and every event is
+    # in one of its bars.
+    assert page.evaluate("!nbState().events && nbState().level !== undefined")
+    first_view, first = page.evaluate("nbX()"), rendered(page)
+    assert sum(first["count"]) == len(trace) + len(trace.gpu_start_ns)
+    assert len(first["id"]) < 5_000  # busy blocks, not 220k glyphs
+    # Zoomed into a block, finer than the level: the level's bars meanwhile, then every event
+    # in view as itself once the events are decoded.
+    middle = trace.duration_ns // 2
+    window = (middle, middle + 200_000)
+    page.evaluate(f"nbSetX({window[0]}, {window[1]})")
+    assert page.evaluate("nbState().waitingForEvents")
+    assert set(rendered(page)["count"]) != {1}
+    page.evaluate("nbRelease()")
+    page.wait_for_function("() => nbState().events && !nbState().waitingForEvents")
+    bars = rendered(page)
+    in_view = np.flatnonzero((trace.start_ns <= window[1]) & (trace.end_ns >= window[0]))
+    gpu_in_view = np.flatnonzero((trace.gpu_start_ns <= window[1]) & (trace.gpu_end_ns >= window[0]))
+    assert len(in_view) > 20 and set(bars["count"]) == {1}
+    assert sorted(i for i, gpu in zip(bars["id"], bars["gpu"]) if not gpu) == in_view.tolist()
+    assert sorted(i for i, gpu in zip(bars["id"], bars["gpu"]) if gpu) == gpu_in_view.tolist()
+    # a kernel's hover names the op that launched it
+    kernel = next(k for k, gpu in enumerate(bars["gpu"]) if gpu)
+    assert page.evaluate(f"nb('nbprof_rendered').data.launch[{kernel}]") == \
+        trace.names[trace.name_id[trace.gpu_launch[bars["id"][kernel]]]]
+    # Back to the first view: the level's bars again, as they were
+    page.evaluate(f"nbSetX({first_view[0]}, {first_view[1]})")
+    assert rendered(page) == first
+    assert not errors, errors
+    page.close()
+
+
 def test_wheel_zoom_swaps_in_every_event_in_view(browser, tmp_path, artifacts):
     trace = busy_trace()
     page = open_page(browser, save_html(trace, tmp_path / "busy.html"))
