@@ -15,8 +15,9 @@
 
 const MIN_REAL_PX = 3;       // an event at least this wide is always drawn as itself
 const MERGE_GAP_PX = 1;      // narrower events closer than this merge into one busy block
-// A block ends at each MAX_BLOCK_PX column of the view's pixel grid (time 0 onwards, so panning
-// keeps the columns): each carries its own busy fraction, and a dense lane shows its gaps.
+// A block ends at each column of a grid of at most MAX_BLOCK_PX (a power of two ns, 2-4 px;
+// time 0 onwards, so panning keeps the columns): each carries its own busy fraction, and a
+// dense lane shows its gaps.
 const MAX_BLOCK_PX = 4;
 const MIN_BAR_PX = 1;        // every bar is at least this wide: zero-length events stay visible
 const ROW_PX = 12;           // height a row unit needs before lanes are cut to fit

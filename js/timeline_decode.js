@@ -16,15 +16,37 @@ function decodeVarints(bytes, offset, count, out) {
   return out;
 }
 
-async function inflateBase64(text) {
-  let packed;
-  if (typeof Uint8Array.fromBase64 === "function") {
-    packed = Uint8Array.fromBase64(text);
-  } else {
-    const binary = atob(text);
-    packed = new Uint8Array(binary.length);
-    for (let i = 0; i < binary.length; i++) packed[i] = binary.charCodeAt(i);
+function base64Bytes(text) {
+  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text);
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+async function inflateInSlices(text, pieceBytes) {
+  // inflateBase64 a piece at a time, a task each: fed whole, DecompressionStream inflated a big
+  // page's events in one ~100 ms task, while the page should answer the wheel
+  const packed = base64Bytes(text), inflate = new DecompressionStream("deflate");
+  const writer = inflate.writable.getWriter(), reader = inflate.readable.getReader();
+  const parts = [];
+  const reading = (async () => {
+    for (let part = await reader.read(); !part.done; part = await reader.read()) parts.push(part.value);
+  })();
+  for (let at = 0; at < packed.length; at += pieceBytes) {
+    await writer.write(packed.subarray(at, at + pieceBytes));
+    await nextTask();
   }
+  await writer.close();
+  await reading;
+  const bytes = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let at = 0;
+  for (const part of parts) { bytes.set(part, at); at += part.length; }
+  return bytes;
+}
+
+async function inflateBase64(text) {
+  const packed = base64Bytes(text);
   const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("deflate"));
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }

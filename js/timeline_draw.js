@@ -16,6 +16,14 @@ function firstInView(S, lo, hi, x0) {
   return lo;
 }
 
+function blockColumnNs(ns) {
+  // The grid columns blocks end at: the power of two ns at most maxBlockPx pixels (2-4 px). Any
+  // view's columns then split where a finer level's do, so a level swept in place of its events
+  // draws the same blocks (nbprof/timeline/sweep.py block_column_ns: the same arithmetic).
+  if (!(ns > 0) || ns === Infinity) return ns;
+  return 2 ** Math.floor(Math.log2(ns * (1 + 1e-9)));
+}
+
 // Calls emit(row, first, count, left, right, busy, longest) for each bar of rows in [x0, x1] at
 // nsPerPx; busy is the time a block's events cover (the union: its shading says how full it is),
 // longest the entry of its longest event (what its label names). A block never runs past the
@@ -23,7 +31,7 @@ function firstInView(S, lo, hi, x0) {
 function sweep(S, rows, x0, x1, nsPerPx, minRealPx, maxBlockPx, emit) {
   const {start, dur, rowStart} = S, longestDur = S.longestDur || dur;
   const minDur = S.minDuration, realNs = minRealPx * nsPerPx, gapNs = MERGE_GAP_PX * nsPerPx;
-  const chunkNs = maxBlockPx * nsPerPx;
+  const chunkNs = blockColumnNs(maxBlockPx * nsPerPx);
   for (const r of rows) {
     const hi = rowStart[r + 1];
     let first = -1, count = 0, blockStart = 0, blockEnd = 0, busy = 0, longest = -1, chunkEnd = 0;
@@ -178,7 +186,7 @@ function drawView(S) {
   const x0 = plot.x_range.start, x1 = plot.x_range.end;
   const width = plot.inner_width > 0 ? plot.inner_width : 800;
   const nsPerPx = (x1 - x0) / width;
-  if (S.level) useLevelFor(S, nsPerPx);  // a big page's first level, or its events
+  if (S.level) useLevelFor(S, nsPerPx, x0, x1);  // a big page's first level, or its events
   const out = {left: [], right: [], bottom: [], top: [], color: [], alpha: [], name: [], lane: [],
                dur: [], count: [], id: [], gpu: [], details: [], launch: []};
   const text = {x: [], y: [], text: [], color: []};
@@ -304,7 +312,7 @@ function drawOverview(S) {
   const nsPerPx = (info.span_ns || 1) / width;
   const out = {left: [], right: [], bottom: [], top: [], color: []};
   if (info.coarse) Object.assign(S, levelFor(S, nsPerPx));  // the whole trace: a coarse level
-  else if (S.level) useLevelFor(S, nsPerPx);
+  else if (S.level) useLevelFor(S, nsPerPx, 0, info.span_ns);
   const laneY = new Map();
   for (const r of S.drawnRows) {
     const lane = info.row_lane[r];

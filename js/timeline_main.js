@@ -107,16 +107,26 @@ async function inSlices(steps, sliceMs) {
 
 async function openEvents(S) {
   const started = performance.now(), level = !info.coarse && info.first_level;
-  const width = plot.inner_width > 0 ? plot.inner_width : 800;
-  if (level && !S.minDuration && (plot.x_range.end - plot.x_range.start) / width >= level.ns_per_px) {
-    // A big page: the first view from the level's few thousand bars, then the events, a few
-    // ms at a time (first_level.py says why)
-    const bytes = await inflateBase64(level.packed);
+  const width = plot.inner_width > 0 ? plot.inner_width : 800, {start, end} = plot.x_range;
+  if (level && !S.minDuration && (end - start) / width >= level.ns_per_px && start <= 0 &&
+      end >= info.span_ns) {
+    // A big page opening on the whole trace: the first view from the level's few thousand bars
+    // (the same as the events'), then the events, a few ms at a time (first_level.py says why).
+    // (The level is not compressed: no inflate to wait on.)
+    const bytes = base64Bytes(level.packed);
+    // Bokeh lays the plot out for the lanes' labels at its next frame: the bars are drawn for
+    // the width the plot has then (else twice). A hidden page gets no frames: 100 ms at most.
+    await new Promise((resolve) => { requestAnimationFrame(resolve); setTimeout(resolve, 100); });
     const inflated = performance.now();
     S.level = {nsPerPx: level.ns_per_px, entries: decodeEntries(bytes, level.meta)};
     opened(S, started, inflated, performance.now());
+    // the events after the first paint (a frame, or 100 ms: a hidden page gets no frames)
+    await new Promise((resolve) => {
+      requestAnimationFrame(() => setTimeout(resolve, 0));
+      setTimeout(resolve, 100);
+    });
     const events = {};
-    await inSlices(decodeSteps(events, await inflateBase64(packed)), 8);
+    await inSlices(decodeSteps(events, await inflateInSlices(packed, 32768)), 8);
     // the level's own columns (counts, local ids) are not the events': cleared when they swap in
     S.events = Object.assign(Object.fromEntries(Object.keys(S.level.entries).map((k) => [k, undefined])),
                              events);
@@ -125,7 +135,10 @@ async function openEvents(S) {
     if (S.waitingForEvents) {
       S.waitingForEvents = false;
       redrawAll(S);
-    } else drawOverlays(S);
+    } else {  // search marks and the selection of events inside the level's blocks
+      drawOverlays(S);
+      drawOverviewMarks(S);
+    }
     return;
   }
   const bytes = await inflateBase64(packed);
@@ -144,8 +157,7 @@ async function openEvents(S) {
     readFilter(S);
     layoutLanes(S);
     openEvents(S).catch((error) => console.error("nbprof timeline: could not decode the events", error));
-  }
-  if (S.ready) {
+  } else if (S.ready) {
     installInput(S, plotView());  // a view drawn again (a notebook output re-shown) gets them too
     dispatch(S);
   }

@@ -73,19 +73,22 @@ function levelFor(S, nsPerPx) {
   return entries;
 }
 
-// A big embedded page (nbprof/timeline/first_level.py) draws every view at least as coarse as
-// its first level from that level's bars, and finer ones (or a minimum duration) from its events.
-// Until those are decoded (timeline_main.js), such a view shows the level and is drawn again
-// once they are.
+// A big embedded page (nbprof/timeline/first_level.py) draws its views from its first level's bars
+// until its events are decoded (timeline_main.js), then from the events. The level gives the
+// events' own bars for a view at least as coarse as itself that holds the whole trace (a level
+// block across an edge of a narrower view counts its events out of view too) and no minimum
+// duration; a view it does not draw exactly is drawn again once the events are in.
 function levelServes(S, nsPerPx) {
   return !S.minDuration && nsPerPx >= S.level.nsPerPx;
 }
 
-function useLevelFor(S, nsPerPx) {
-  if (levelServes(S, nsPerPx) || !S.events) {
-    if (!levelServes(S, nsPerPx)) S.waitingForEvents = true;
-    Object.assign(S, S.level.entries);
-  } else Object.assign(S, S.events);
+function useLevelFor(S, nsPerPx, x0, x1) {
+  if (S.events) {
+    Object.assign(S, S.events);
+    return;
+  }
+  if (!levelServes(S, nsPerPx) || x0 > 0 || x1 < info.span_ns) S.waitingForEvents = true;
+  Object.assign(S, S.level.entries);
 }
 
 function useEvents(S) {

@@ -39,13 +39,15 @@ Alt+wheel zooms the lanes in y (lanes cut to fit grow back; Alt+Shift+wheel scro
 undoes it); with the plot focused W/S zoom, A/D and the arrows pan, Esc clears the selection; box
 zoom changes x only; a click on a group header's label collapses or expands its lanes. Bars at least 30 px wide
 carry their name, cut with "…" to fit; a merged block says "12 events, mostly aten::mm". A
-merged block covers at most 4 px (the view's pixel grid), shaded by how much of it its events
+merged block covers at most 4 px (a grid of power-of-two ns columns, 2-4 px), shaded by how much of it its events
 cover: a dense lane shows its density and gaps at any zoom; a run of blocks is named as one.
 
 How it stays fluid at a million events: every event is packed into one compact hidden blob (varint
 columns, zlib, base64; see packing.py); on each x-range change the browser sweeps only the rows in
 view and fills a small source with real events (at least 3 px wide) and per-row busy blocks of
-narrower ones; the rest never becomes a glyph.
+narrower ones; the rest never becomes a glyph. A page of 200k events or more also carries its whole-trace bars at a fine level
+(first_level.py): it opens on them, and decodes its events after that first view, a few ms at a
+time.
 
 Imports the analysis, ranks, formats and model packages; never the notebook, the CLI or IPython.
 """

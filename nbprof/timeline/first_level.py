@@ -2,17 +2,21 @@
 the events decode.
 
 A page that embeds a million events spent ~0.3 s of its first second in the browser inflating and
-decoding all of them and sweeping them twice (view and overview), to draw ~7,000 bars
+decoding all of them and sweeping them twice (view and overview), to draw ~3,000 bars
 (bench/RESULTS.md, issue 22). A page of at least FIRST_LEVEL_MIN_EVENTS events also carries the
-bars of the whole trace swept at FIRST_LEVEL_PX "pixels" across it (sweep.py's rule, packed as a
-served page's level: served.BarsEncoder), a few thousand entries. The browser draws every view at
-least as coarse as that level from it (js/timeline_served.js, as a served page does), so the
-first view and the overview cost a sweep over those bars; the events themselves decode after the
-first view is painted, a few milliseconds at a time, and a view finer than the level, a tap, a
-hover or a search mark waits for them (or decodes what is left at once).
+bars of the whole trace swept at FIRST_LEVEL_PX or more "pixels" across it (sweep.py's rule,
+packed as a served page's level: served.BarsEncoder), a few thousand entries. Opening on the whole
+trace, the browser draws the first view and the overview from them: the same bars as from the
+events (its "pixels" are a power of two ns, as the blocks' columns are), at the cost of a sweep
+over those few thousand (js/timeline_served.js). The events decode after the first view is
+painted, a few milliseconds at a time; every view after that is drawn from them, and one asked for
+meanwhile that the level does not draw exactly (narrower than the whole trace, finer than the
+level, a minimum duration) is drawn again once they are in.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..model import Trace
 from .lanes import Lanes
@@ -37,8 +41,13 @@ def first_level(trace: Trace, lanes: Lanes) -> dict | None:
     columns = row_columns(trace, lanes)
     if columns.span_ns < FIRST_LEVEL_PX:
         return None
-    bars = view_bars(columns, 0, columns.span_ns, FIRST_LEVEL_PX)
+    # a power of two ns per pixel: every coarser view's block columns split where the level's
+    # do (sweep.block_column_ns), so its blocks are the ones the events would give
+    ns_per_px = 2.0 ** math.floor(math.log2(columns.span_ns / FIRST_LEVEL_PX))
+    bars = view_bars(columns, 0, columns.span_ns, columns.span_ns / ns_per_px)
     if len(bars) > MOST_BARS_PER_EVENT * events:
         return None
-    packed, meta = BarsEncoder(trace, lanes, columns).encode(bars)
-    return {"packed": packed, "meta": meta, "ns_per_px": columns.span_ns / FIRST_LEVEL_PX}
+    # uncompressed: the browser reads it at once (its inflate would wait on later tasks, and a
+    # few hundred kB of base64 more cost less)
+    packed, meta = BarsEncoder(trace, lanes, columns).encode(bars, compress=False)
+    return {"packed": packed, "meta": meta, "ns_per_px": ns_per_px}

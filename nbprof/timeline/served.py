@@ -41,7 +41,7 @@ class BarsEncoder:
         self.launch_op = trace.gpu_launch
         self.launch_call = runtime_calls(trace)
 
-    def encode(self, bars: Bars) -> tuple[str, dict]:
+    def encode(self, bars: Bars, *, compress: bool = True) -> tuple[str, dict]:
         """Bars as entries in the page's packed format (data.py), plus each entry's count, busy
         time and event id. Entries get local ids (CPU and GPU apart, in start order) so the
         browser's per-id tables stay as small as the answer; ``event_id`` maps them back. A
@@ -85,7 +85,7 @@ class BarsEncoder:
         }
         texts, entries, text_ids = self._details(event_id, is_gpu, single)
         columns["detail_entry"], columns["detail_text"] = entries, text_ids
-        packed, layout = pack_columns(columns)
+        packed, layout = pack_columns(columns, compress=compress)
         return packed, {"layout": layout, "n_cpu": int(np.count_nonzero(~is_gpu)),
                         "n_gpu": int(np.count_nonzero(is_gpu)), "detail_texts": texts}
 

@@ -4,7 +4,7 @@ js/timeline_draw.js's ``sweep``, ported exactly (tests/unit/test_timeline_served
 against a transliteration of the JS): per row, a binary search on the running maximum of ends finds
 the first event in view; events at least MIN_REAL_PX wide are bars of their own; narrower ones whose
 gap to the block's end is under MERGE_GAP_PX merge into busy blocks, each ending at the
-MAX_BLOCK_PX column of the view's pixel grid it starts in and carrying the time its events cover. Coarse levels (the whole
+grid column (a power of two ns, 2-4 px: block_column_ns) it starts in and carrying the time its events cover. Coarse levels (the whole
 trace's bars at a fixed resolution) let a wide view be swept from their blocks instead of every
 event, with the same result. Pure numpy and numba: served.py puts it behind the Bokeh models.
 """
@@ -24,6 +24,18 @@ from .lanes import Lanes
 MIN_REAL_PX = 3
 MERGE_GAP_PX = 1
 MAX_BLOCK_PX = 4
+
+
+def block_column_ns(ns_per_px: float) -> float:
+    """The width of the grid columns blocks end at (js/timeline_draw.js blockColumnNs: the same
+    arithmetic): the power of two ns at most MAX_BLOCK_PX pixels (2-4 px). Any view's columns
+    then split where a finer level's do, so a level swept in place of its events (served
+    levels, first_level.py) draws the same blocks. The 1e-9 keeps a width a hair under a power
+    of two (ns per pixel computed as span / (span / 2^k)) on that power."""
+    ns = MAX_BLOCK_PX * ns_per_px
+    if not ns > 0 or math.isinf(ns):
+        return ns
+    return 2.0 ** math.floor(math.log2(ns * (1 + 1e-9)))
 
 
 @dataclass(frozen=True)
@@ -279,7 +291,7 @@ def view_bars(columns: RowColumns, x0: float, x1: float, width_px: float,
     for capacity in capacities:
         out = np.empty((6, capacity), np.int64)
         real_ns, gap_ns = MIN_REAL_PX * ns_per_px, MERGE_GAP_PX * ns_per_px
-        chunk_ns = MAX_BLOCK_PX * ns_per_px
+        chunk_ns = block_column_ns(ns_per_px)
         if level is not None:
             n = _sweep_level(columns.row_start, columns.start, columns.duration, columns.max_end,
                              level.arrays(), level.row_start, level.max_end, usable[0].arrays(),

@@ -226,15 +226,19 @@ def busy_trace(n=60_000, seed=0):
                        gpu_kind=np.ones(n // 10))
 
 
-# Holds back every inflate after the page's first (its level's) until the test calls
-# nbRelease(): a big page between its first view and its decoded events, for as long as needed.
+# Holds back every inflate until the test calls nbRelease(): a big page (whose level is not
+# compressed) between its first view and its decoded events, for as long as the test needs.
 HOLD_EVENTS = """(() => {
-  const arrayBuffer = Response.prototype.arrayBuffer;
+  const Inflate = window.DecompressionStream;
   const released = new Promise((resolve) => { window.nbRelease = resolve; });
-  let calls = 0;
-  Response.prototype.arrayBuffer = function () {
-    calls += 1;
-    return calls === 1 ? arrayBuffer.call(this) : released.then(() => arrayBuffer.call(this));
+  window.DecompressionStream = function (format) {
+    const inflate = new Inflate(format);
+    const gate = new TransformStream({async transform(chunk, controller) {
+      await released;
+      controller.enqueue(chunk);
+    }});
+    gate.readable.pipeTo(inflate.writable);
+    return {writable: gate.writable, readable: inflate.readable};
   };
 })();"""
 
@@ -262,6 +266,9 @@ def test_a_big_page_opens_on_its_level_and_draws_events_zoomed_into_once_decoded
     page.evaluate(f"nbSetX({window[0]}, {window[1]})")
     assert page.evaluate("nbState().waitingForEvents")
     assert set(rendered(page)["count"]) != {1}
+    # a search match in there, marked once the events are in (it is inside a level block now)
+    match = int(np.flatnonzero(trace.start_ns >= window[0] + 50_000)[0])
+    page.evaluate(f"nb('nbprof_highlight').data = {{event_id: [{match}]}}")
     page.evaluate("nbRelease()")
     page.wait_for_function("() => nbState().events && !nbState().waitingForEvents")
     bars = rendered(page)
@@ -270,11 +277,14 @@ def test_a_big_page_opens_on_its_level_and_draws_events_zoomed_into_once_decoded
     assert len(in_view) > 20 and set(bars["count"]) == {1}
     assert sorted(i for i, gpu in zip(bars["id"], bars["gpu"]) if not gpu) == in_view.tolist()
     assert sorted(i for i, gpu in zip(bars["id"], bars["gpu"]) if gpu) == gpu_in_view.tolist()
+    marks = page.evaluate("() => [...nb('nbprof_marks').data.left]")
+    assert marks == [trace.start_ns[match] - min(trace.start_ns.min(), trace.gpu_start_ns.min())]
+    assert page.evaluate("nb('nbprof_overview_marks').data.left.length") == 1
     # a kernel's hover names the op that launched it
     kernel = next(k for k, gpu in enumerate(bars["gpu"]) if gpu)
     assert page.evaluate(f"nb('nbprof_rendered').data.launch[{kernel}]") == \
         trace.names[trace.name_id[trace.gpu_launch[bars["id"][kernel]]]]
-    # Back to the first view: the level's bars again, as they were
+    # Back to the first view, drawn from the events now: the same bars as the level gave
     page.evaluate(f"nbSetX({first_view[0]}, {first_view[1]})")
     assert rendered(page) == first
     assert not errors, errors

@@ -50,7 +50,8 @@ def js_sweep(entries, x0, x1, width, min_duration=0):
     """js/timeline_draw.js's sweep, line by line: (row, gpu?, trace id of the first event, count,
     left, right, busy) per bar."""
     ns_per_px = (x1 - x0) / width
-    real_ns, gap_ns, chunk_ns = 3 * ns_per_px, 1 * ns_per_px, 4 * ns_per_px
+    real_ns, gap_ns = 3 * ns_per_px, 1 * ns_per_px
+    chunk_ns = 2.0 ** np.floor(np.log2(4 * ns_per_px * (1 + 1e-9)))  # blockColumnNs
     out = []
     rows = entries["rows"]
     for row in np.unique(rows):
