@@ -113,10 +113,9 @@ async function openEvents(S) {
     // A big page opening on the whole trace: the first view from the level's few thousand bars
     // (the same as the events'), then the events, a few ms at a time (first_level.py says why).
     // (The level is not compressed: no inflate to wait on.)
+    // Drawn now, before Bokeh's first paint: the plot has its final width already (its y axis
+    // opened with these labels: view.py); if not, the resize redraws it.
     const bytes = base64Bytes(level.packed);
-    // Bokeh lays the plot out for the lanes' labels at its next frame: the bars are drawn for
-    // the width the plot has then (else twice). A hidden page gets no frames: 100 ms at most.
-    await new Promise((resolve) => { requestAnimationFrame(resolve); setTimeout(resolve, 100); });
     const inflated = performance.now();
     S.level = {nsPerPx: level.ns_per_px, entries: decodeEntries(bytes, level.meta)};
     opened(S, started, inflated, performance.now());

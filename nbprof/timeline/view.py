@@ -53,6 +53,19 @@ _DRAWN = {
 }
 
 
+def _axis_labels(lanes) -> list[str]:
+    """The lanes' labels and, where there are several groups, their open headers' (as
+    js/timeline_draw.js layoutLanes names them)."""
+    labels, group = [], None
+    several = len(set(lanes.groups)) > 1
+    for lane, short in enumerate(lanes.short):
+        if several and lanes.groups[lane] != group:
+            group = lanes.groups[lane]
+            labels.append(f"▾ {lanes.group_titles.get(group) or group or 'lanes'}")
+        labels.append(short)
+    return labels
+
+
 def _row_units(lanes) -> int:
     """The plot's rows in units as js/timeline_draw.js lays them out uncut: a header per group
     (where there are several), a unit per row, two for a GPU kernel row."""
@@ -161,6 +174,12 @@ class Timeline:
                                         empty=not len(trace) and not trace.has_gpu)
         overview = overview_plot(sources["overview_bars"], sources["overview_marks"], plot,
                                  span=span, size=size)
+        # The y axis opens with the labels js/timeline_draw.js layoutLanes gives it (where does
+        # not matter, only how wide they are): Bokeh's first layout then has the plot's final
+        # width, and the browser draws the first view into Bokeh's first paint, not twice.
+        named = _axis_labels(lanes)
+        ticker.ticks = [k + 0.5 for k in range(len(named))]
+        plot.yaxis.major_label_overrides = {k + 0.5: label for k, label in enumerate(named)}
 
         callback = CustomJS(code=timeline_code(), args=dict(
             packed=packed, info_json=orjson.dumps(info).decode(), plot=plot, overview=overview,
