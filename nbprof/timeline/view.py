@@ -9,6 +9,7 @@ import orjson
 from bokeh.document import Document
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, CustomJS, Div
+from bokeh.embed.util import contains_tex_string
 
 from ..formats.atomic import make_folders, write_file
 from .html_text import html_text
@@ -177,9 +178,11 @@ class Timeline:
         # The y axis opens with the labels js/timeline_draw.js layoutLanes gives it (where does
         # not matter, only how wide they are): Bokeh's first layout then has the plot's final
         # width, and the browser draws the first view into Bokeh's first paint, not twice.
+        # (Not a label Bokeh would take for TeX: the page would carry MathJax for it.)
         named = _axis_labels(lanes)
-        ticker.ticks = [k + 0.5 for k in range(len(named))]
-        plot.yaxis.major_label_overrides = {k + 0.5: label for k, label in enumerate(named)}
+        if not any(contains_tex_string(label) for label in named):
+            ticker.ticks = [k + 0.5 for k in range(len(named))]
+            plot.yaxis.major_label_overrides = {k + 0.5: label for k, label in enumerate(named)}
 
         callback = CustomJS(code=timeline_code(), args=dict(
             packed=packed, info_json=orjson.dumps(info).decode(), plot=plot, overview=overview,

@@ -230,3 +230,22 @@ def test_a_broad_highlight_reaches_the_browser_as_binary_not_json():
         message = Protocol().create("PATCH-DOC", [event])
         assert len(message.content_json) < 2_000
         assert sum(len(buffer.to_bytes()) for buffer in message.buffers) == 4 * count
+
+
+def test_the_y_axis_opens_with_the_labels_the_browser_gives_it():
+    # Bokeh's first layout then has the plot's final width (js/timeline_draw.js layoutLanes
+    # sets these again): a group header per group where there are several, then its lanes
+    tl = Timeline(two_thread_trace())
+    labels = tl.plot.yaxis[0].major_label_overrides
+    assert list(labels.values()) == ["▾ pid 1", "main thread", "backward", "▾ GPU 0",
+                                     "GPU 0 · stream 7", "GPU 0 · stream 9"]
+    assert tl.plot.yaxis[0].ticker.ticks == list(labels)
+
+
+def test_a_thread_named_like_tex_is_left_to_the_browser(tmp_path):
+    # as an axis label from Python, Bokeh would take it for TeX and put MathJax in the page
+    trace = Trace.build(start_ns=[0], end_ns=[5], thread=[0], name_id=[0], names=["op"],
+                        threads=[(1, 100, "$$x^2$$")])
+    tl = Timeline(trace)
+    assert tl.plot.yaxis[0].major_label_overrides == {}
+    assert "BEGIN bokeh-mathjax" not in save_html(trace, tmp_path / "tex.html").read_text()
