@@ -362,6 +362,8 @@ void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 // finished, so the buffers may be read and recycled. (A RecordFunction built before the stop
 // still calls on_end later; it then sees g_recording false, or a slot that is not its own.)
 void quiesce_threads() {
+  // A forked child has one thread: marks of the parent's others were copied, never cleared.
+  if (g_forked) return;
   // Makes every thread's earlier stores (its inside mark) visible here, and g_recording's
   // store visible to every thread, as a fence on each would (without one on the hot path).
   static const bool expedited =
