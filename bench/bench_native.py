@@ -2,8 +2,9 @@
 
 Prints (targets from issue 19, "Must reach"):
 1. in-loop overhead per op, native / torch.profiler (CPU activities, all threads): <= 0.5x,
-   beside the floor any observer pays: torch's callback machinery with a callback that records nothing,
-   for 20k ``x = x + 1`` and an MLP's forward+backward (nbprof's torch path beside, for scale);
+   beside the floor any observer pays: torch's callback machinery with a callback that records nothing
+   (and reads no clock), for 20k ``x = x + 1`` and an MLP's forward+backward (nbprof's torch path
+   beside, for scale); from the median of each profiler's rounds (the best beside it);
 2. block exit -> summarised Trace (key_averages), 100k events: >= 30x faster than
    torch.profiler's exit + events() + key_averages();
 3. a 10M-op block: peak memory added by profiling <= 200 B per op (VmHWM of a child process
