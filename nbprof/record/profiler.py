@@ -265,8 +265,11 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 thread_names=name_threads(set(raw.os_tids.tolist()), known_names),
                 first_tid=self._starting_thread.tid, meta=self._meta)
             if self._recorder.memory_records is not None:
-                trace.memory = memory_of(self._recorder.memory_records, trace, self._base_time_ns,
-                                         drop_windows=self._memory_windows)
+                records = self._recorder.memory_records
+                trace.memory = memory_of(
+                    records, trace, self._base_time_ns, drop_windows=self._memory_windows,
+                    thread_names=name_threads(set(records.os_tid.tolist()), known_names))
+                trace.meta.setdefault("notes", []).extend(self._recorder.notes)
                 self._recorder.memory_records = None
             return trace
         if isinstance(self._recorder, CudaRecorder):

@@ -152,3 +152,38 @@ def test_the_overhead_includes_the_memory_recording_and_its_calibration_is_left_
     assert overhead["memory_events"] == int((recorded.memory.thread == 0).sum()) > 0
     # the calibration's storages (64 B each, outside any op) are not the workload's
     assert not ((recorded.memory.bytes == 64) & (recorded.memory.op == NO_ID)).any()
+
+
+def test_a_threads_frees_before_its_first_op_are_recorded(native_library):
+    """Threads that run no op in the block: a worker alive before it, woken inside it, whose
+    first act is dropping a tensor made in the block (a free outside any op), and a thread
+    started inside it whose only act is the same. Their reporters were pushed at a thread's
+    first op, so these frees were missed. (The CPU allocator reports no free of a block made
+    before the profile: it never learnt its size.)"""
+    wake, ready = threading.Event(), threading.Event()
+    handed = []
+
+    def sleeper():
+        ready.set()
+        wake.wait()
+        handed.clear()
+
+    alive = threading.Thread(target=sleeper, name="sleeping worker")
+    alive.start()
+    ready.wait()
+    with nbprof.profile(memory=True, cuda=False) as prof:
+        handed.append(torch.ones(2 * MIB))  # 8 MiB
+        wake.set()
+        alive.join()
+        dropped = [torch.ones(MIB), torch.ones(MIB)]  # 4 MiB each
+        late = threading.Thread(target=dropped.clear, name="late dropper")
+        late.start()
+        late.join()
+    trace = prof.trace
+    memory = trace.memory
+    lanes = [thread.name for thread in trace.threads]
+    for name, freed in (("sleeping worker", [-8 * MIB]), ("late dropper", [-4 * MIB, -4 * MIB])):
+        assert name in lanes, (name, lanes)
+        rows = np.flatnonzero(memory.thread == lanes.index(name))
+        assert memory.bytes[rows].tolist() == freed, name
+        assert (memory.op[rows] == NO_ID).all()

@@ -23,17 +23,24 @@ class NativeRecorder:
         self.gpu, self.gpu_depth, self.anchor_devices = gpu, gpu_depth, list(anchor_devices)
         self.memory = memory and memory_records.has_memory(library)
         self.memory_records = None  # what the memory reporter read at the stop
+        self.notes = []  # for the trace's meta
+        self._unhook = lambda: None
 
     def start(self) -> None:
         if memory_records.has_memory(self.library):
             memory_records.enable(self.library, self.memory)
         self.library.start(self.record_shapes, gpu=self.gpu, gpu_depth=self.gpu_depth,
                            anchor_devices=self.anchor_devices)
+        if self.memory:
+            self._unhook, note = memory_records.hook_threads(self.library)
+            self.notes += [note] if note else []
 
     def pause_memory(self, paused: bool) -> None:
         memory_records.pause(self.library, paused)
 
     def stop(self):
+        self._unhook()
+        self._unhook = lambda: None
         records = self.library.stop()
         if self.memory:
             self.memory_records = memory_records.read(self.library)
