@@ -52,7 +52,7 @@ def memory_strip(trace: Trace, plot, size: dict, selection, origin_ns: int):
     devices, labels, peak_x, peak_y, peak_text = [], {}, [], [], []
     for row, (device, at, peak) in enumerate(found):
         rows = np.flatnonzero(memory.device == device)
-        label = device_name(device)
+        label = device_name(device, trace.meta)
         labels[row + 0.5] = f"memory {label}"
         devices.append({"t": (memory.time_ns[rows] - origin_ns).astype(np.float64),
                         "level": level[rows].astype(np.float64),
