@@ -10,7 +10,8 @@
 #   0b. the native recorder's build (compiler, seconds) and its CPU tests, against this torch
 #   1. pytest -m gpu tests/gpu   (events vs CUPTI per op, side stream, second thread, 60 s clock,
 #      GPU sleep, backward, CUDA graph, fork DataLoader, %%cudaprof; -s: every figure printed)
-#   1a. pytest -m gpu tests/gpu/test_native_gpu.py, alone (the native recorder's CUDA events)
+#   1a. pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_memory_gpu.py, alone (the native
+#      recorder's CUDA events; memory: the caching allocator's levels against torch's counters)
 #   1b. bench/bench_native.py --gpu   (the native recorder's CUDA events vs torch.profiler CPU+CUDA,
 #      with CUPTI, and nbprof's legacy path today, side by side; its tests are tests/gpu/test_native_gpu.py)
 #   2. bench/bench_record.py --gpu   (overhead vs torch.profiler with CUPTI, events only vs the
@@ -122,11 +123,13 @@ per_test=""  # a hung test fails alone instead of eating the whole run's time
 "$PY" -c 'import pytest_timeout' 2>/dev/null && per_test="--timeout 100"
 # The native recorder's CUDA events (new C++ never run on a device before): alone first, so that
 # a crash there costs its own tests, not the whole GPU suite's.
-timeout "${NATIVE_GPU_TESTS_TIMEOUT:-60}" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
+# Memory on the GPU (issue 23: the allocator's levels through the native reporter) goes with them:
+# cheap, and new C++ run on a device for the first time too.
+timeout "${NATIVE_GPU_TESTS_TIMEOUT:-60}" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_memory_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
 native_tests_rc=${PIPESTATUS[0]}
 [ "$native_tests_rc" -eq 0 ] || status=1
 
-timeout "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
+timeout "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py --ignore tests/gpu/test_memory_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
 
