@@ -161,12 +161,13 @@ def test_a_threads_frees_before_its_first_op_are_recorded(native_library):
     first op, so these frees were missed. (The CPU allocator reports no free of a block made
     before the profile: it never learnt its size.)"""
     wake, ready = threading.Event(), threading.Event()
-    handed = []
+    handed, base = [], torch.ones(10)
 
     def sleeper():
         ready.set()
         wake.wait()
         handed.clear()
+        return base + 1.5  # 1.5 becomes a tensor (8 B) before aten::add starts
 
     alive = threading.Thread(target=sleeper, name="sleeping worker")
     alive.start()
@@ -182,8 +183,12 @@ def test_a_threads_frees_before_its_first_op_are_recorded(native_library):
     trace = prof.trace
     memory = trace.memory
     lanes = [thread.name for thread in trace.threads]
-    for name, freed in (("sleeping worker", [-8 * MIB]), ("late dropper", [-4 * MIB, -4 * MIB])):
-        assert name in lanes, (name, lanes)
-        rows = np.flatnonzero(memory.thread == lanes.index(name))
-        assert memory.bytes[rows].tolist() == freed, name
-        assert (memory.op[rows] == NO_ID).all()
+    late = np.flatnonzero(memory.thread == lanes.index("late dropper"))
+    assert memory.bytes[late].tolist() == [-4 * MIB, -4 * MIB]
+    assert (memory.op[late] == NO_ID).all()
+    worker = lanes.index("sleeping worker")
+    rows = np.flatnonzero(memory.thread == worker)
+    first_op = trace.start_ns[trace.thread == worker].min()
+    before = rows[memory.time_ns[rows] < first_op]
+    assert memory.bytes[before].tolist() == [-8 * MIB, 8]  # the free, then the wrapped 1.5
+    assert (memory.op[before] == NO_ID).all()
