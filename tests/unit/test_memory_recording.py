@@ -2,6 +2,7 @@
 (every thread's allocations and frees), ``%%cudaprof --memory``, ``nbprof run --memory``, and the
 torch path, which records none and says why."""
 
+import sys
 import threading
 
 import numpy as np
@@ -192,3 +193,21 @@ def test_a_threads_frees_before_its_first_op_are_recorded(native_library):
     before = rows[memory.time_ns[rows] < first_op]
     assert memory.bytes[before].tolist() == [-8 * MIB, 8]  # the free, then the wrapped 1.5
     assert (memory.op[before] == NO_ID).all()
+
+
+def test_a_python_profiler_on_the_thread_is_left_alone_and_the_note_says_what_that_costs(
+        native_library):
+    calls = []
+
+    def user_profiler(frame, event, arg):
+        calls.append(event)
+
+    sys.setprofile(user_profiler)
+    try:
+        with nbprof.profile(memory=True, cuda=False) as prof:
+            torch.ones(10)
+        still = sys.getprofile()
+    finally:
+        sys.setprofile(None)
+    assert still is user_profiler and calls
+    assert any("sys.setprofile" in note for note in prof.trace.meta["notes"])

@@ -93,6 +93,10 @@ NOTE_PROFILED = ("memory: a Python profiler (sys.setprofile) is on: other Python
                  "outside any op before it, such as a del, is missed).")
 
 
+NOTE_UNHOOKED = ("memory: other Python threads' allocations are recorded from their first op of "
+                 "the block only ({error}).")
+
+
 def hook_threads(library):
     """Every Python thread pushes its reporter at its next Python call or return, before it can
     allocate outside an op (its first op would, but a del or a wrapped scalar comes earlier):
@@ -103,6 +107,25 @@ def hook_threads(library):
     were left as they were (a profile function on this one, which the hooks would replace)."""
     if sys.getprofile() is not None:
         return (lambda: None), NOTE_PROFILED
+    try:
+        _hook_every_thread(library)
+    except AttributeError as error:  # a Python without these C functions: first ops only
+        return (lambda: None), NOTE_UNHOOKED.format(error=error)
+    previous = threading.getprofile()
+    enter = library.lib.nbp_memory_enter_thread
+    enter.restype = None
+
+    def first_call(frame, event, arg):  # a thread started during the session: its first call
+        enter()
+        sys.setprofile(previous)
+
+    threading.setprofile(first_call)
+    return (lambda: threading.setprofile(previous)), ""
+
+
+def _hook_every_thread(library) -> None:
+    """The one-shot C hook on every Python thread but this one (whose reporter the start
+    pushed)."""
     lib, api = library.lib, ctypes.pythonapi
     lib.nbp_memory_set_profile_api.argtypes = [ctypes.c_void_p]
     lib.nbp_memory_set_profile_api(ctypes.cast(api.PyEval_SetProfile, ctypes.c_void_p))
@@ -124,16 +147,6 @@ def hook_threads(library):
         api.PyEval_SetProfileAllThreads.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         api.PyEval_SetProfileAllThreads(hook, None)
         sys.setprofile(None)
-    previous = threading.getprofile()
-    enter = lib.nbp_memory_enter_thread
-    enter.restype = None
-
-    def first_call(frame, event, arg):  # a thread started during the session: its first call
-        enter()
-        sys.setprofile(previous)
-
-    threading.setprofile(first_call)
-    return (lambda: threading.setprofile(previous)), ""
 
 
 def read(library) -> MemoryRecords:
