@@ -3,9 +3,6 @@ simulator (tests/conftest.py), real torch ops, the real native library. Each tes
 native recorder itself recorded (its real ``stop`` wrapped to keep the records) as well as the
 Trace a user gets; the torch path (recorder="torch") still gives the same slices."""
 
-import os
-import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -20,6 +17,7 @@ numba_cuda = pytest.importorskip("numba.cuda")
 from numba.cuda.core import config as cuda_config  # noqa: E402
 
 from kernels import numba_kernels, torch_numba  # noqa: E402
+from tests.unit.test_numba_launches import run_in_real_mode  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not cuda_config.ENABLE_CUDASIM,
                                 reason="the CPU tests run numba's simulator")
@@ -218,9 +216,4 @@ def test_real_modes_launch_path_records_a_native_range():
     pushes and pops a native range around it (the path a GPU takes)."""
     if native.load() is None:
         pytest.skip(f"the native recorder does not build here: {native.why_not()}")
-    env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    done = subprocess.run([sys.executable, "-W", "ignore", "-c", REAL_MODE], capture_output=True,
-                          text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    run_in_real_mode(REAL_MODE)
