@@ -202,19 +202,21 @@ def record_function_ops(trace, timed: dict) -> dict:
 
 
 class NativeRanges:
-    """A numba launch as a native range: ``begin(slice name, raw stream handle)`` pushes it (True
-    where it was recorded; None where it could not be pushed, so no pop), ``end()`` pops it. The
-    ids of names and streams are looked up once each: a push passes three small ints."""
+    """A numba launch as a native range: ``begin(qualname, raw stream handle)`` pushes the range
+    ``<prefix><qualname>`` (True where it was recorded; None where it could not be pushed, so no
+    pop), ``end()`` pops it. The ids of names and streams are looked up once each: a push passes
+    three small ints."""
 
-    def __init__(self, library):
+    def __init__(self, library, prefix: str):
         self._name_id, self._stream_id, self._push, self.end = library.range_calls()
+        self._prefix = prefix
         self._names: dict[str, int] = {}
         self._streams: dict[int, int] = {0: 0}
 
-    def begin(self, name: str, handle: int):
-        name_id = self._names.get(name)
+    def begin(self, qualname: str, handle: int):
+        name_id = self._names.get(qualname)
         if name_id is None:
-            name_id = self._names[name] = self._name_id(name)
+            name_id = self._names[qualname] = self._name_id(self._prefix + qualname)
         stream_id = self._streams.get(handle)
         if stream_id is None:
             stream_id = self._streams[handle] = self._stream_id(handle)

@@ -220,7 +220,7 @@ class NumbaLaunchRecorder:
         pair = self._clock.pool.pair if self._clock else None
         torch_timing = self.torch_timing
         torch_covers = torch_timing.covers_this_thread if torch_timing else None
-        ranges = NativeRanges(self._native) if self._native is not None else None
+        ranges = NativeRanges(self._native, NAME_PREFIX) if self._native is not None else None
 
         def __call__(launch_config, *args):  # noqa: N807  (it replaces numba's __call__)
             caller = sys._getframe(1)
@@ -230,7 +230,7 @@ class NumbaLaunchRecorder:
             qualname = dispatcher.py_func.__qualname__
             start_ns = time_ns()
             if ranges is not None:
-                on_stream, recorded = None, ranges.begin(NAME_PREFIX + qualname, handle)
+                on_stream, recorded = None, ranges.begin(qualname, handle)
                 events = NATIVE_TIMED if recorded else None
             else:
                 on_stream = torch_timing.stream_context(handle) if torch_covers and \
@@ -272,14 +272,14 @@ class NumbaLaunchRecorder:
 
     def _simulator_wrapper(self, original, simulator_kernel):
         launches, signature_ids = self._launch_fields, self._signature_ids
-        ranges = NativeRanges(self._native) if self._native is not None else None
+        ranges = NativeRanges(self._native, NAME_PREFIX) if self._native is not None else None
 
         def __call__(kernel, *args):  # noqa: N807  (it replaces FakeCUDAKernel.__call__)
             if kernel._device or simulator_kernel._kernel_context is not None:
                 return original(kernel, *args)  # a device function, or a call inside a kernel
             caller = sys._getframe(1)
             start_ns = time_ns()
-            recorded = ranges.begin(NAME_PREFIX + kernel.fn.__qualname__, 0) if ranges else None
+            recorded = ranges.begin(kernel.fn.__qualname__, 0) if ranges else None
             error = None
             try:
                 return original(kernel, *args)
