@@ -22,6 +22,9 @@ Figures printed:
 4. with --split on a GPU: the launches under torch.profiler with CUPTI, under nbprof without CUPTI
    and under nbprof, each against none: which part of nbprof's cost is whose.
 
+5. a native range's push + pop through ctypes as the wrapper makes it (three small ints, no
+   argtypes) against the same call through argtypes.
+
 On a GPU the launching thread is recorded by torch's legacy profiler, so its launches are timed
 by a record_function on their stream; a worker thread's by numba's own event pair: figure 1 is
 printed for both (``--thread main`` / ``worker`` / ``both``).
@@ -196,6 +199,36 @@ def wrappers_side_by_side(launches: int, rounds: int) -> dict:
     return {name: statistics.median(values) for name, values in seconds.items()}
 
 
+def push_pop_calls(calls: int, rounds: int) -> dict | None:
+    """CPU ns per push + pop of a native range while the recorder records (no CUDA events): as
+    the wrapper calls them (three small ints, no ctypes argtypes) and through argtypes (what a
+    pointer and a 64-bit handle would need), alternating rounds. None without the recorder."""
+    import ctypes
+
+    from nbprof.record import native
+
+    library = native.load()
+    if library is None:
+        return None
+    name, stream, push, pop = library.range_calls()
+    typed = ctypes.CDLL(library.path).nbp_range_push  # a second function object: its own argtypes
+    typed.argtypes, typed.restype = [ctypes.c_int32] * 3, ctypes.c_int
+    name_id, stream_id = name("numba::bench"), stream(0)
+    ns = {"small ints, no argtypes": [], "argtypes": []}
+    library.start()
+    try:
+        for _ in range(rounds):
+            for label, call in (("small ints, no argtypes", push), ("argtypes", typed)):
+                start = time.process_time()
+                for _ in range(calls):
+                    call(name_id, stream_id, -1)
+                    pop()
+                ns[label].append((time.process_time() - start) / calls * 1e9)
+    finally:
+        library.stop()
+    return {label: statistics.median(values) for label, values in ns.items()}
+
+
 def split(launches: int, rounds: int, where: str) -> dict:
     """Seconds per launch under each part of what nbprof switches on, medians of alternating
     rounds: where a profiled launch's added cost comes from (CUPTI's tracing of the launch and of
@@ -270,6 +303,12 @@ def main() -> None:
                                seconds.get("3n. native path: its range"))
     if torch_path and native_path:
         print(f"   native path / torch path: {(native_path - bare) / (torch_path - bare):.2f}x")
+    calls = push_pop_calls(options.wrapper_launches, options.rounds)
+    if calls:
+        print(f"5. a native range's push + pop through ctypes, recording (CPU ns, median of "
+              f"{options.rounds} rounds x {options.wrapper_launches})")
+        for label, value in calls.items():
+            print(f"   {label:24s} {value:8.0f} ns")
 
 
 if __name__ == "__main__":
