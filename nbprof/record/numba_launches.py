@@ -221,6 +221,7 @@ class NumbaLaunchRecorder:
         torch_timing = self.torch_timing
         torch_covers = torch_timing.covers_this_thread if torch_timing else None
         ranges = NativeRanges(self._native, NAME_PREFIX) if self._native is not None else None
+        begin, end = (ranges.begin, ranges.end) if ranges is not None else (None, None)
 
         def __call__(launch_config, *args):  # noqa: N807  (it replaces numba's __call__)
             caller = sys._getframe(1)
@@ -229,8 +230,8 @@ class NumbaLaunchRecorder:
             dispatcher = launch_config.dispatcher
             qualname = dispatcher.py_func.__qualname__
             start_ns = time_ns()
-            if ranges is not None:
-                on_stream, recorded = None, ranges.begin(qualname, handle)
+            if begin is not None:
+                on_stream, recorded = None, begin(qualname, handle)
                 events = NATIVE_TIMED if recorded else None
             else:
                 on_stream = torch_timing.stream_context(handle) if torch_covers and \
@@ -251,7 +252,7 @@ class NumbaLaunchRecorder:
                 raise
             finally:
                 if recorded is not None:
-                    ranges.end()
+                    end()
                 if type(events) is tuple and not _record(events, 1, stream):
                     events = _RECORD_FAILED
                 end_ns = time_ns()
