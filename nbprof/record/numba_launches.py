@@ -12,8 +12,9 @@ Where nbprof's native recorder records, each launch is one of its ranges instead
 popped around numba's launch on its thread, :class:`~.numba_gpu.NativeRanges`): the slice is the
 native record, nested among that thread's ops, and on a GPU its event pair goes on the launch's
 stream. Otherwise, on a GPU every launch also gets a GPU interval on the stream it ran on
-(:mod:`.numba_gpu`): on threads torch's legacy profiler records, through a record_function on the launch's stream (its
-op becomes the launch's slice); elsewhere through a numba event pair and this recorder's anchor.
+(:mod:`.numba_gpu`): on threads torch's legacy profiler records, through a record_function on the
+launch's stream (its op becomes the launch's slice); elsewhere through a numba event pair and
+this recorder's anchor.
 A launch that compiles first has its GPU interval start after the compilation, so it holds the
 kernel, not the JIT; the compilation itself becomes a child slice ``numba::compile <qualname>``
 (numba-cuda's ``numba-cuda:compiler_lock`` event: the installed 0.30.4 emits no

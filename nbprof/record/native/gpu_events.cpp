@@ -144,7 +144,8 @@ using EventRecord = int (*)(void* event, void* stream);  // cudaEventRecord
 // The pool slot's event re-recorded on a raw stream of its device; created first (on torch's
 // current stream of that device, through `record` as every op's) where the slot has none.
 bool record_raw(void*& event, void* native_stream, int8_t device) {
-  static const auto event_record = reinterpret_cast<EventRecord>(find_in_cudart("cudaEventRecord"));
+  static const auto event_record =
+      reinterpret_cast<EventRecord>(find_in_cudart("cudaEventRecord"));
   int status = 0;
   if (!event_record || g_is_capturing(native_stream, &status) != 0) {
     if (event_record) g_get_last_error();  // ours, not the next launch check's
@@ -181,9 +182,9 @@ void record_start_on(Pools& pools, void* native_stream, int device, uint32_t& ev
     device_out = static_cast<int8_t>(device);
     c10::Stream current = stream_of(static_cast<int8_t>(device));
     auto handle = reinterpret_cast<uintptr_t>(native_stream);
+    // 0 and CU_STREAM_LEGACY (1) are the legacy default stream: torch's default, id 0
     stream = native_stream == g_cuda->getStreamNativeHandle(current) ? current.id()
-             : handle <= 1 ? 0  // 0 and CU_STREAM_LEGACY: the legacy default stream, torch's default
-                           : static_cast<int64_t>(handle);
+             : handle <= 1 ? 0 : static_cast<int64_t>(handle);
   } catch (...) {
     flags |= kFlagGpuError;
   }
