@@ -1,6 +1,6 @@
 """The op and kernel names read as collectives and as training steps: one pattern each.
 
-The DuckDB summary (:mod:`nbprof.ranks.sql`) matches the same patterns, so it counts what the
+The DuckDB summary (:mod:`nbprof.formats.ranks_sql`) matches the same patterns, so it counts what the
 in-memory summary counts.
 """
 

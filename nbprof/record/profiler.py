@@ -18,7 +18,7 @@ import torch
 from .convert import cpu_records_to_trace, drop_own_cuda_calls, legacy_records_to_trace
 from ..model import Thread, Trace
 from .overhead import overhead_meta
-from ..ranks import distributed_meta  # rank, world size, local rank, host under torchrun
+from .distributed import distributed_meta  # rank, world size, local rank, host under torchrun
 from . import calibrate, forks
 from .match_events import gpu_records_to_trace, is_runtime_call
 from .native.recorder import NativeRecorder, native_or_why

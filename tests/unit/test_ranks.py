@@ -169,11 +169,13 @@ def test_an_empty_folder_says_so(tmp_path):
 
 
 def test_distributed_meta_from_torchrun_environment():
-    meta = ranks.distributed_meta({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
+    from nbprof.record.distributed import distributed_meta, expand_rank
+
+    meta = distributed_meta({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
     assert meta["rank"] == 3 and meta["world_size"] == 8 and meta["local_rank"] == 1
     assert meta["host"]
-    assert ranks.distributed_meta({}) == {}
-    assert ranks.expand_rank("out/step.rank{rank}.json.gz", meta) == "out/step.rank3.json.gz"
+    assert distributed_meta({}) == {}
+    assert expand_rank("out/step.rank{rank}.json.gz", meta) == "out/step.rank3.json.gz"
 
 
 def test_cli_view_of_a_job(shared_traces, tmp_path, capsys):
