@@ -26,7 +26,7 @@ formats import this package (to merge a job's files, to write each row's rank), 
 never torch, bokeh or IPython.
 """
 
-from .clocks import ALIGN_WINDOW_NS, clock_shifts, collective_ends, collective_offset
+from .clocks import ALIGN_WINDOW_NS, clock_shifts, collective_intervals, collective_offset
 from .files import TRACE_SUFFIXES, is_many, rank_of, trace_paths
 from .merging import combine_sparse, load_many, merge, merged_note
 from .op_names import COLLECTIVE_PATTERN, STEP_PATTERN
@@ -35,7 +35,7 @@ from .summary import RankRow, RankSummary, name_straggler, rank_summary, summari
 
 __all__ = [
     "ALIGN_WINDOW_NS", "COLLECTIVE_PATTERN", "STEP_PATTERN", "TRACE_SUFFIXES",
-    "RankRow", "RankSummary", "clock_shifts", "collective_ends", "collective_offset",
+    "RankRow", "RankSummary", "clock_shifts", "collective_intervals", "collective_offset",
     "combine_sparse", "event_ranks", "gpu_ranks", "is_many",
     "load_many", "meta_rank", "merge", "merged_note", "name_straggler", "own_devices", "rank_of",
     "rank_summary", "summarise_ranks", "thread_ranks", "trace_paths", "union_ns",
