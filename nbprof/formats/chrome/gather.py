@@ -30,6 +30,7 @@ FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
 # are left out with a note, so that one such event cannot cost hundreds of MB.
 RARE_ARGS_BYTES = 1 << 20
 _SLICE_FIELDS = ("name", "cat", "pid", "tid")
+_END_BLOCK = 1 << 18  # rows at a time when looking for the trace's end
 
 
 class FlowEnds:
@@ -250,9 +251,12 @@ class Gatherer:
         """The slices without an end end where the trace does, as Perfetto draws them: at the
         last time anything in the file has (a slice's end, an instant, a counter sample)."""
         s, out = self.out.slices, self.out
-        ends = s.ts + s.dur  # NaN at the unfinished rows: nanmax passes them by
-        times = [float(np.nanmax(ends)) if len(rows) < len(ends) else -np.inf,
-                 float(s.ts.max()), *out.instants.ts,
+        # a block at a time (a big file's whole ts + dur would be tens of MB at the load's peak);
+        # fmax passes the unfinished rows' NaN ends by
+        last_end = max((float(np.fmax.reduce(s.ts[first:first + _END_BLOCK]
+                                             + s.dur[first:first + _END_BLOCK], initial=-np.inf))
+                        for first in range(0, len(s.ts), _END_BLOCK)), default=-np.inf)
+        times = [last_end, float(s.ts.max()), *out.instants.ts,
                  *(max(times) for times, _values in out.counters.series.values() if times)]
         s.dur[rows] = np.maximum(max(times) - s.ts[rows], 0.0)
         out.unfinished = len(rows)
