@@ -13,8 +13,9 @@ the package and its users write:
   Instants, CounterSeries;
 - :mod:`nbprof.model.trace`: Trace, its EventList and KernelList views, split_stream_key;
 - :mod:`nbprof.model.memory`: MemoryEvents (allocations and frees as columns), device names;
-- :mod:`nbprof.model.nesting` (depth and parent of each row), :mod:`nbprof.model.intervals` (unions, overlaps);
-- :mod:`nbprof.model.unfinished`: slices with no end in their file, drawn to the trace's end and marked.
+- :mod:`nbprof.model.nesting` (depth and parent of each row), :mod:`nbprof.model.intervals` (unions,
+  overlaps);
+- :mod:`nbprof.model.unfinished`: slices with no end in their file, drawn to the end and marked.
 
 It imports nothing of nbprof's above it. The one reach upward is the Trace's convenience methods
 (``trace.steps()``, ``trace.export_chrome_trace()``...), each a one-line import inside the method.

@@ -72,8 +72,8 @@ def package_imports():
             for module in _imported(path, node):
                 target = _target(module)
                 if target is not None and target != source:
-                    found.append((source, target, f"{path.relative_to(PACKAGE.parent)}:{node.lineno}",
-                                  id(node) in in_function))
+                    where = f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+                    found.append((source, target, where, id(node) in in_function))
     return found
 
 
@@ -110,8 +110,10 @@ def test_imports_point_down_the_data_flow():
 
 
 def test_the_walk_sees_the_imports_it_checks():
-    # the checker must see relative, absolute and function-local imports, or it would pass on nothing
-    seen = {(source, target, in_function) for source, target, _where, in_function in package_imports()}
+    # the checker must see relative, absolute and function-local imports, or it would pass on
+    # nothing
+    seen = {(source, target, in_function)
+            for source, target, _where, in_function in package_imports()}
     assert ("formats", "model", False) in seen  # from ...model import Trace (three dots, chrome/)
     assert ("model", "formats", True) in seen   # trace.to_parquet()'s delegation
     assert ("cli", "nbprof", True) in seen      # from .. import load
