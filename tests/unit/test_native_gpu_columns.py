@@ -129,7 +129,7 @@ def test_cuptis_kernels_join_the_events_and_the_observers_own_calls_leave():
         np.array(correlation, np.int64),
         DeviceRecords(["gemm", "add_kernel"], np.array([T0 + 120_000, T0 + 320_000]),
                       np.array([T0 + 190_000, T0 + 390_000]), np.zeros(2, np.int64),
-                      np.full(2, 7, np.int64), np.zeros(2, np.int64), ["kernel", "kernel"], {},
+                      np.zeros(2, np.int64), np.zeros(2, np.int64), ["kernel", "kernel"], {},
                       np.array([1, 2], np.int64)), {})
     trace = native_records_to_trace(records, base_time_ns=T0, thread_names={}, pid=1,
                                     meta={"notes": []}, cuda=cuda)
@@ -141,3 +141,6 @@ def test_cuptis_kernels_join_the_events_and_the_observers_own_calls_leave():
     assert [names[op] for op in trace.gpu_launch[kernels]] == ["aten::op0", "aten::op1"]
     assert [names[call] for call in trace.gpu_call[kernels]] == ["cudaLaunchKernel"] * 2
     assert (trace.gpu_kind == KIND_OP).sum() == 2 and trace.parent[1] == 0
+    # the event intervals' lane is never a CUPTI stream's (here 0, as the events' first stream)
+    event_streams = set(trace.gpu_stream[trace.gpu_kind == KIND_OP].tolist())
+    assert not event_streams & set(trace.gpu_stream[kernels].tolist())

@@ -159,6 +159,11 @@ def with_cuda_activity(trace: Trace, kineto, *, base_time_ns: int, marks: dict |
     names = list(table)
     kinds = np.asarray([GPU_KINDS.index(kind) for kind in devices.kinds], np.uint8)
     gpu = len(trace.gpu_start_ns)
+    # the event intervals' streams are numbered per profile (0, 1...), CUPTI's are CUDA's ids
+    # (7 for the default stream): past CUPTI's, so that the two never share a lane
+    event_stream = trace.gpu_stream.astype(np.int64)
+    if len(devices.names) and len(event_stream):
+        event_stream = event_stream + int(np.max(devices.stream)) + 1
     meta = dict(trace.meta)
     meta["own_cuda_calls"] = int(own.sum())
     meta["kernels"] = bool(len(devices.names))
@@ -176,7 +181,7 @@ def with_cuda_activity(trace: Trace, kineto, *, base_time_ns: int, marks: dict |
                                    np.asarray(devices.end_ns, np.int64) - base_time_ns]),
         gpu_name_id=np.concatenate([trace.gpu_name_id, kernel_name_id]),
         gpu_device=np.concatenate([trace.gpu_device, np.asarray(devices.device, np.int16)]),
-        gpu_stream=np.concatenate([trace.gpu_stream, np.asarray(devices.stream, np.int32)]),
+        gpu_stream=np.concatenate([event_stream, np.asarray(devices.stream, np.int64)]),
         gpu_launch=np.concatenate([trace.gpu_launch, launch]).astype(np.int32),
         gpu_kind=np.concatenate([trace.gpu_kind, kinds]),
         gpu_call=np.concatenate([trace.gpu_call, np.where(has_call, count + call, NO_ID)]),
