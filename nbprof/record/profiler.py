@@ -269,6 +269,7 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 windows=[*self._own_windows, *self._recorder.windows])
             self._recorder.cuda_records = None
             if self._recorder.gpu:
+                trace.meta.setdefault("kernels", False)  # as on torch's path: CUPTI's or not
                 trace.meta["notes"].extend(self._native_kernel_notes(trace))
             if self._recorder.memory_records is not None:
                 trace.memory = memory_of(self._recorder.memory_records, trace, self._base_time_ns,
