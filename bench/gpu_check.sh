@@ -12,16 +12,18 @@
 #      without a compiler (no ${CXX:-c++}) the library carried in .native-prebuilt (made here by
 #      bench/gpu_native_prebuilt.sh against this torch's wheel; name it in `carry`), which
 #      build.py loads only if its key (torch's version, git hash, ABI; the sources) matches
-#   1a. pytest -m gpu tests/gpu/test_native_gpu.py, alone first (the native recorder's CUDA
-#      events, and CUPTI's kernels linked to its ops against torch.profiler's own links)
+#   1a. pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py, alone first
+#      (the native recorder's CUDA events, CUPTI's kernels linked to its ops against
+#      torch.profiler's own links, and numba launches as its ranges: issue 19)
 #   1b. bench/bench_native.py --gpu   (the native recorder's CUDA events vs torch.profiler CPU+CUDA;
 #      events + CUPTI kernels linked, and the other way to link them; nbprof's legacy path today)
 #   1. pytest -m gpu tests/gpu   (events vs CUPTI per op, side stream, second thread, 60 s clock,
 #      GPU sleep, backward, CUDA graph, fork DataLoader, %%cudaprof; -s: every figure printed)
 #   2. bench/bench_record.py --gpu   (overhead vs torch.profiler with CUPTI, events only vs the
 #      seed's ~4 us/op, exit time, event vs CUPTI agreement, anchor error)
-#   3. bench/bench_numba.py --split   (per-launch cost of numba.cuda kernels profiled vs not, and
-#      each part's share: CUPTI, the CUDA-event profiler; needs numba-cuda)
+#   3. bench/bench_numba.py --split   (per-launch cost of numba.cuda kernels profiled vs not, on
+#      the torch path and as native ranges (recorder=native: target +3 us), and each part's
+#      share: CUPTI, the CUDA-event profiler; needs numba-cuda)
 #   4. bench/gpu_probe.py   (what torch's profilers record raw here: thread ids, correlation ids)
 #   5. make demo's profile (nbprof run kernels/train_mlp.py) -> demo.html, to look at
 # Logs go to $OUT (or bench/out/gpu); summary.log says what ran and how it ended.
@@ -145,7 +147,7 @@ per_test=""  # a hung test fails alone instead of eating the whole run's time
 "$PY" -c 'import pytest_timeout' 2>/dev/null && per_test="--timeout 100"
 # The native recorder's CUDA events (new C++ never run on a device before): alone first, so that
 # a crash there costs its own tests, not the whole GPU suite's.
-timeout "$(within "${NATIVE_GPU_TESTS_TIMEOUT:-120}")" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
+timeout "$(within "${NATIVE_GPU_TESTS_TIMEOUT:-120}")" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
 native_tests_rc=${PIPESTATUS[0]}
 [ "$native_tests_rc" -eq 0 ] || status=1
 
@@ -153,7 +155,7 @@ timeout "$(within "${NATIVE_BENCH_TIMEOUT:-60}")" "$PY" bench/bench_native.py --
 native_bench_rc=${PIPESTATUS[0]}
 [ "$native_bench_rc" -eq 0 ] || status=1
 
-timeout "$(within "${TESTS_TIMEOUT:-240}")" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
+timeout "$(within "${TESTS_TIMEOUT:-240}")" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py --ignore tests/gpu/test_numba_native_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
 
@@ -184,7 +186,7 @@ echo "native gpu tests: rc=$native_tests_rc: $(tail -n 1 "$LOGS/gpu_tests_native
 echo "gpu bench: rc=$bench_rc" | tee -a "$LOGS/summary.log"
 echo "native gpu bench: rc=$native_bench_rc: $(grep -h '^native events /' "$LOGS/gpu_bench_native.log")" | tee -a "$LOGS/summary.log"
 echo "native recorder: $(grep -h 'native build\|passed\|failed' "$LOGS/native.log" | tr '\n' ' ')" | tee -a "$LOGS/summary.log"
-echo "gpu numba bench: rc=$numba_rc" | tee -a "$LOGS/summary.log"
+echo "gpu numba bench: rc=$numba_rc: $(grep -h 'recorder=' "$LOGS/gpu_bench_numba.log" | tr -s ' ' | tr '\n' ';')" | tee -a "$LOGS/summary.log"
 { echo "demo on the GPU: rc=$demo_rc ($LOGS/demo.html), its output's end:"; cat "$LOGS/demo.txt"; } \
     | tee -a "$LOGS/summary.log"
 rm -f "$LOGS/demo.txt"  # in summary.log: what comes back from a device run is 8 files at most

@@ -179,7 +179,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                     self._calibrate_memory()
                     self._own_windows = [(self._starting_thread.tid, self._base_time_ns,
                                           time.time_ns())]
-                    self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])
+                    self._numba_launches = NumbaLaunchRecorder(
+                        gpu=self._meta["cuda"], native=self._recorder.library
+                        if isinstance(self._recorder, NativeRecorder) else None)
                     self._numba_launches.start()
                     self._graphs = GraphCaptures(self._legacy_part())
                     self._graphs.start()
