@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import NO_ID, MemoryEvents, Trace
+from ..model import NO_ID, UNFINISHED_KEY, MemoryEvents, Trace
 from ..model.memory import MEMORY_DEVICES
 from .clocks import clock_shifts
 from .files import rank_of, trace_paths
@@ -113,6 +113,8 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         trace.meta["async_threads"] = async_threads
     if memory_devices:
         trace.meta[MEMORY_DEVICES] = memory_devices
+    if unfinished := sum(int(t.meta.get(UNFINISHED_KEY) or 0) for t in traces):
+        trace.meta[UNFINISHED_KEY] = unfinished
     return trace
 
 
