@@ -205,13 +205,11 @@ uint32_t intern_slow(ThreadBuf* tb, std::string_view view) {
 }
 
 // A string's id (backward nodes, user ranges): out of the ops' inline path
-__attribute__((noinline)) uint32_t intern_text(ThreadBuf* tb, const std::string& text) {
+__attribute__((noinline)) uint32_t intern_text(ThreadBuf* tb, const char* data, size_t length) {
   // The slot hashes the length and some bytes, not the address: these strings are built per
   // op (autograd's "autograd::engine::evaluate_function: AddmmBackward0" on the heap, at an
   // address that changes from step to step). Backward nodes' names share prefixes and
   // suffixes: the 8 bytes before the last 8 tell them apart ("dmmBackw").
-  const char* data = text.data();
-  size_t length = text.size();
   uint64_t head = 0, tail = 0;
   std::memcpy(&head, data, length < 8 ? length : 8);
   if (length > 8) std::memcpy(&tail, data + (length > 16 ? length - 16 : 8), length > 16 ? 8 : length - 8);
@@ -236,7 +234,10 @@ __attribute__((noinline)) uint32_t intern_op(ThreadBuf* tb, const at::RecordFunc
 inline uint32_t intern(ThreadBuf* tb, const at::RecordFunction& fn) {
   const auto& descriptor = fn.*member(FnOf{});
   const auto* schema = std::get_if<at::RecordFunction::schema_ref_t>(&descriptor);
-  if (C10_UNLIKELY(!schema)) return intern_text(tb, std::get<std::string>(descriptor));
+  if (C10_UNLIKELY(!schema)) {
+    const std::string& text = std::get<std::string>(descriptor);
+    return intern_text(tb, text.data(), text.size());
+  }
   const void* key = &schema->get();
   const auto& slot = tb->op_cache[(reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> 56];
   if (C10_LIKELY(slot.schema == key)) return slot.id;
@@ -430,6 +431,62 @@ void place_gpu_events(int64_t total) {
 }
 
 }  // namespace
+
+namespace nbp_range {  // observer.h: ranges.cpp's hook
+
+void* open(const char* name, Events* events) {
+  events->pools = nullptr;
+  if (g_machinery_only.load(std::memory_order_relaxed)) return nullptr;
+  ThreadBuf* tb = tl_buf;
+  if (!tb) {
+    if (!g_recording.load(std::memory_order_relaxed) || tl_gone) return nullptr;
+    tb = register_thread();
+  }
+  Inside inside(tb->inside);
+  if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
+  uint64_t session = g_session.load(std::memory_order_relaxed);
+  if (tb->session != session) begin_thread_session(tb, session);
+  size_t n = tb->count.load(std::memory_order_relaxed);
+  Record* r = new (next_record(tb, n)) Record;
+  if (!name) name = "";
+  r->name = intern_text(tb, name, std::strlen(name));
+  r->fn = r;  // no RecordFunction: the record is its own key (close() checks the session)
+  r->seq = -1;
+  r->fwd_tid = 0;
+  r->scope = static_cast<uint8_t>(at::RecordScope::USER_SCOPE);
+  r->depth = static_cast<uint16_t>(tb->depth < 65535 ? tb->depth : 65535);
+  r->flags = 0;
+  r->end = 0;
+  r->shapes_at = -1;
+  r->stream = 0;
+  r->event = 0;
+  r->device = -1;
+  r->session = static_cast<uint8_t>(session);
+  if (nbp_gpu::g_on.load(std::memory_order_relaxed) && tb->depth < nbp_gpu::g_depth)
+    *events = {&tb->pools, &r->event, &r->device, &r->stream, &r->flags};
+  tb->depth++;
+  r->start = static_cast<int64_t>(c10::getApproximateTime());  // the caller's events come after
+  tb->count.store(n + 1, std::memory_order_release);
+  return r;
+}
+
+bool close(void* record) {
+  int64_t now = static_cast<int64_t>(c10::getApproximateTime());
+  auto* r = static_cast<Record*>(record);
+  ThreadBuf* tb = tl_buf;
+  if (!r || !tb) return false;
+  Inside inside(tb->inside);
+  if (!g_recording.load(std::memory_order_relaxed) ||
+      tb->session != g_session.load(std::memory_order_relaxed) ||
+      r->session != static_cast<uint8_t>(tb->session) || r->flags & kEnded)
+    return false;  // opened in an earlier session: its slot may be another record's now
+  r->end = now;
+  r->flags |= kEnded;
+  if (tb->depth > 0) tb->depth--;
+  return true;
+}
+
+}  // namespace nbp_range
 
 extern "C" {
 
