@@ -131,11 +131,14 @@ async function openEvents(S) {
                              events);
     Object.assign(S, S.events);
     S.timings.events_ms = performance.now() - started;
-    if (S.waitingForEvents) {
+    if (S.waitingForEvents && S.minDuration) {  // the overview too: its level ignored the minimum
       S.waitingForEvents = false;
       redrawAll(S);
-    } else {  // search marks and the selection of events inside the level's blocks
-      drawOverlays(S);
+    } else {
+      // the view if the level did not draw it exactly; search marks and the selection of events
+      // inside the level's blocks (the overview of the whole trace from the level is exact)
+      if (S.waitingForEvents) drawView(S); else drawOverlays(S);
+      S.waitingForEvents = false;
       drawOverviewMarks(S);
     }
     return;

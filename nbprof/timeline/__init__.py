@@ -31,8 +31,8 @@ Interface (the notebook widget builds on it)::
 
 highlight/set_filter/select/bring_into_view only change ColumnDataSource data that js/timeline*.js
 listens to, so they work live (jupyter_bokeh syncs them) and in saved pages, without rebuilding
-the figure. ``plot.tags`` gains "nbprof-ready" once the browser has decoded the events and drawn
-the first view.
+the figure. ``plot.tags`` gains "nbprof-ready" once the browser has drawn the first view (a big
+page's events may still be decoding then: first_level.py).
 
 In the browser: plain wheel scrolls the page; Ctrl/⌘+wheel (and pinch) zooms x, Shift+wheel pans;
 Alt+wheel zooms the lanes in y (lanes cut to fit grow back; Alt+Shift+wheel scrolls them, reset
