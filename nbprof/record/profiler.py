@@ -278,8 +278,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 trace.memory = memory_of(
                     records, trace, self._base_time_ns, drop_windows=self._memory_windows,
                     thread_names=name_threads(set(records.os_tid.tolist()), known_names))
-                trace.meta.setdefault("notes", []).extend(self._recorder.notes)
                 self._recorder.memory_records = None
+            trace.meta.setdefault("notes", []).extend(self._recorder.notes)
             return trace
         if isinstance(self._recorder, CudaRecorder):
             return gpu_records_to_trace(

@@ -30,7 +30,8 @@ class NativeRecorder:
         self.gpu, self.gpu_depth, self.anchor_devices = gpu, gpu_depth, list(anchor_devices)
         self.memory = memory and memory_records.has_memory(library)
         self.memory_records = None  # what the memory reporter read at the stop
-        self.notes = []  # for the trace's meta
+        self.variant = build.variant  # which build of the library load() found
+        self.notes = [build.NOTE_PUBLIC_API] if self.variant == build.PUBLIC else []  # for the meta
         self._unhook = lambda: None
         self.cuda_session, self.cuda_required = cuda_session, cuda_required
         self.cuda_error = ""  # why CUPTI's session did not start (kernels not required)
@@ -92,7 +93,7 @@ class NativeRecorder:
     def meta(self) -> dict:
         return {"recorder": "native",
                 "native": {"abi": ABI_VERSION, "library": self.library.path,
-                           "build_seconds": build.build_seconds,
+                           "build_seconds": build.build_seconds, "variant": self.variant,
                            **({"gpu_depth": self.gpu_depth} if self.gpu else {})}}
 
 
