@@ -2,14 +2,15 @@
 
 Each file's times are ns from its own origin, ``meta["base_time_ns"]`` on its host's wall
 clock. Shifting by the bases puts every rank on one wall clock; hosts' clocks disagree by up to
-milliseconds, so the shift is refined by the collectives: a collective whose every rank needs every
-other's data (all-reduce, all-gather, reduce-scatter, barrier: op_names.ALL_RANKS_MEET) ends on
+milliseconds, so the shift is refined by the collectives: a collective (all_reduce, ...) ends on
 every rank at about the same moment, since none can leave before the last arrives. The k-th
 collective of a name on one rank is matched with the k-th of that name on the reference rank
-(the lowest), and the median difference of their ends is added to the shift. Other collectives'
-ends are not symmetric (gloo's broadcast root is done before its receiver: 50-340 µs of bias in
-every 2-rank DDP run; c10d's CPU ops only enqueue the work): they are counted only where a pair
-of ranks has none of those.
+(the lowest), and the median difference of their ends is added to the shift.
+
+Broadcasts' ends count too, though gloo's root is done ~20-100 µs before its receiver: leaving
+them out (only the all-ranks collectives' ends) put a 2-rank DDP job on one host further from the
+truth, 0 (mean |offset| 80 -> 227 µs over 8 runs at load 4-9): a 3-step run has only ~5 of those,
+and their ends disagreed by up to a millisecond there (bench/RESULTS.md, "clock alignment").
 
 The ends are only about the same: a rank that waited in a collective is woken after it ends, and on
 a busy machine that takes milliseconds, so the median of the ends can be off by as much. What the
@@ -62,18 +63,15 @@ def collective_offset(reference: dict, other: dict, other_shift_ns: int,
     the plain median of the differences but the median of the densest cluster of them: the
     ``window_ns`` wide band that holds the most differences. It is then kept inside the bounds
     that the all-ranks collectives prove (the module's docstring), from the names both ranks hold
-    the same number of (none missed, so the k-th is the k-th), where those bounds agree.
-    The differences come from the all-ranks collectives where both ranks hold any (their ends
-    are symmetric), else from every collective both hold."""
-    shared = [name for name in other if name in reference]
-    meeting = [name for name in shared if ALL_RANKS_MEET.search(name)]
+    the same number of (none missed, so the k-th is the k-th), where those bounds agree."""
     differences, lowest, highest = [], [], []
-    for name in meeting or shared:
-        starts, ends = other[name]
+    for name, (starts, ends) in other.items():
+        if name not in reference:
+            continue
         reference_starts, reference_ends = reference[name]
         count = min(len(ends), len(reference_ends))
         differences.append(reference_ends[:count] - (ends[:count] + other_shift_ns))
-        if meeting and len(ends) == len(reference_ends):
+        if ALL_RANKS_MEET.search(name) and len(ends) == len(reference_ends):
             # other's end no earlier than reference's start; reference's end no earlier than other's
             lowest.append(np.max(reference_starts - (ends + other_shift_ns)))
             highest.append(np.min(reference_ends - (starts + other_shift_ns)))

@@ -127,31 +127,6 @@ def test_the_collectives_never_move_a_rank_past_what_they_prove():
     assert broadcast.meta["ranks"][1]["collective_offset_ns"] == 2_000_000
 
 
-def _ops(rows_ms):
-    """One rank's trace: an op per (name, start, end in ms), on one thread."""
-    names = sorted({name for name, _, _ in rows_ms})
-    return Trace.build(start_ns=[round(start * 1e6) for _, start, _ in rows_ms],
-                       end_ns=[round(end * 1e6) for _, _, end in rows_ms],
-                       thread=[0] * len(rows_ms),
-                       name_id=[names.index(name) for name, _, _ in rows_ms], names=names,
-                       threads=[Thread(pid=1, tid=1, name="MainThread")],
-                       meta={"base_time_ns": 0})
-
-
-def test_broadcasts_whose_receiver_ends_late_do_not_pull_the_clocks_apart():
-    # One clock. gloo's broadcast root (rank 0) is done 0.3 ms before its receiver in each of
-    # four broadcasts; the three all-reduces end together to within 10 us. Counting the
-    # broadcasts' ends moved rank 1 by -0.3 ms (their median); the all-reduces' say 0.
-    rank0 = _ops([("gloo:broadcast", 10 * k, 10 * k + 1) for k in range(4)] +
-                 [("gloo:all_reduce", 50 + 10 * k, 55 + 10 * k) for k in range(3)])
-    rank1 = _ops([("gloo:broadcast", 10 * k, 10 * k + 1.3) for k in range(4)] +
-                 [("gloo:all_reduce", 50 + 10 * k, 55 + 10 * k + 0.01 * (k - 1))
-                  for k in range(3)])
-    job = ranks.merge([rank0, rank1], [0, 1])
-    assert job.meta["ranks"][1]["collective_offset_ns"] == 0
-    assert job.meta["ranks"][1]["collectives_matched"] == 3
-
-
 _COLUMNS = ("start_ns", "end_ns", "thread", "name_id", "category", "depth", "parent", "self_ns",
             "gpu_start_ns", "gpu_end_ns", "gpu_name_id", "gpu_device", "gpu_stream", "gpu_launch",
             "gpu_kind")
