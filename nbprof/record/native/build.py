@@ -22,6 +22,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -29,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 # Every native source, in one place: the build compiles the .cpp files and keys on all of them.
 SOURCES = ("observer.cpp", "observer.h", "memory.cpp", "memory.h", "gpu_events.cpp",
-           "gpu_events.h")
+           "gpu_events.h", "python_calls.cpp", "python_calls.h")
 LIBRARY = "libnbprof_observer.so"
 # -DNDEBUG as torch's release builds: its headers' debug-only checks read fields the release
 # library never sets (RecordFunction::inputs() would fail "outside the start callback").
@@ -75,10 +76,27 @@ def cache_root() -> Path:
     return Path(base)
 
 
+def python_include() -> Path | None:
+    """Python's C headers (Python.h), which with_stack's profile function needs (python_calls.cpp);
+    None where this Python was installed without them (then with_stack goes through torch)."""
+    include = sysconfig.get_paths().get("include")
+    return Path(include) if include and (Path(include) / "Python.h").exists() else None
+
+
+def python_headers_why_not() -> str:
+    """"" where Python's headers are here, else what to install (one line)."""
+    if python_include() is not None:
+        return ""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return (f"Python {version}'s C headers (Python.h) are missing: install python{version}-dev "
+            f"(e.g. apt-get install python{version}-dev)")
+
+
 def cache_key(torch_path: Path) -> str:
     digest = hashlib.sha256()
     for part in (torch_identity(torch_path), f"abi={cxx11_abi(torch_path)}",
-                 f"python={sys.version_info[:2]}", " ".join(compiler()), " ".join(FLAGS)):
+                 f"python={sys.version_info[:2]}", f"python_include={python_include()}",
+                 " ".join(compiler()), " ".join(FLAGS)):
         digest.update(part.encode() + b"\0")
     for source in SOURCES:
         digest.update((HERE / source).read_bytes())
@@ -87,8 +105,10 @@ def cache_key(torch_path: Path) -> str:
 
 def compile_command(torch_path: Path, output: Path) -> list[str]:
     include, lib = torch_path / "include", torch_path / "lib"
+    python = python_include()
+    python_flags = ["-DNBP_PYTHON", "-isystem", str(python)] if python else []
     return [*compiler(), *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi(torch_path)}",
-            "-isystem", str(include), *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
+            "-isystem", str(include), *python_flags, *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
             "-L", str(lib), "-lc10", "-ltorch_cpu", "-ldl",  # dlsym: gpu_events.cpp
             f"-Wl,-rpath,{lib}", "-o", str(output)]
 

@@ -4,11 +4,10 @@ torch ones), and the choice between it and torch's path."""
 from __future__ import annotations
 
 from . import build, load, memory_records, why_not
+from .python_calls import PythonCalls
 from .records import ABI_VERSION
 
 RECORDERS = ("auto", "native", "torch")
-NOTE_WITH_STACK = ("with_stack: recorded through torch's profiler (the native recorder does "
-                   "not record Python frames yet).")
 
 
 class NativeRecorder:
@@ -17,9 +16,11 @@ class NativeRecorder:
     all_threads = True
 
     def __init__(self, library, *, record_shapes: bool = False, memory: bool = False,
-                 gpu: bool = False, gpu_depth: int | None = None, anchor_devices=()):
+                 gpu: bool = False, gpu_depth: int | None = None, anchor_devices=(),
+                 python_calls: PythonCalls | None = None):
         self.library = library
         self.record_shapes = record_shapes
+        self.python_calls = python_calls  # with_stack: every thread's Python calls
         self.gpu, self.gpu_depth, self.anchor_devices = gpu, gpu_depth, list(anchor_devices)
         self.memory = memory and memory_records.has_memory(library)
         self.memory_records = None  # what the memory reporter read at the stop
@@ -29,12 +30,27 @@ class NativeRecorder:
             memory_records.enable(self.library, self.memory)
         self.library.start(self.record_shapes, gpu=self.gpu, gpu_depth=self.gpu_depth,
                            anchor_devices=self.anchor_devices)
+        if self.python_calls is not None:
+            try:
+                self.python_calls.start()
+            except BaseException:
+                self.library.stop()
+                raise
 
     def pause_memory(self, paused: bool) -> None:
         memory_records.pause(self.library, paused)
 
     def stop(self):
+        python = None
+        if self.python_calls is not None:
+            try:
+                python = self.python_calls.stop()  # first: the observer's stop is no Python call
+            except BaseException:
+                self.library.stop()
+                raise
         records = self.library.stop()
+        if python is not None:  # (NamedTuple._replace would count rows: NativeRecords' len)
+            records = type(records)(**{**records._asdict(), "python": python})
         if self.memory:
             self.memory_records = memory_records.read(self.library)
         return records
@@ -56,11 +72,6 @@ def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memor
                          f"not {recorder!r}")
     if recorder == "torch":
         return None, ""
-    if with_stack:
-        if recorder == "native":
-            raise ValueError("recorder='native' cannot record with_stack yet: use "
-                             "recorder='auto' (torch's profiler records it) or drop with_stack")
-        return None, NOTE_WITH_STACK
     library = load(wait=recorder == "native")
     if library is None:
         reason = why_not()
@@ -72,5 +83,14 @@ def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memor
     if gpu and library.gpu_unavailable():
         raise RuntimeError(f"recorder='native' cannot record CUDA events here: "
                            f"{library.gpu_unavailable()}. Use cuda=False or recorder='torch'.")
+    python_calls = None
+    if with_stack:
+        python_calls = PythonCalls(library.path)
+        if not python_calls.available():
+            why = build.python_headers_why_not() or "built without Python's headers"
+            if recorder == "native":
+                raise RuntimeError(f"recorder='native' cannot record with_stack here: {why}")
+            return None, f"with_stack: recorded through torch's profiler ({why})."
     return NativeRecorder(library, record_shapes=record_shapes, memory=memory, gpu=gpu,
-                          gpu_depth=gpu_depth, anchor_devices=anchor_devices), ""
+                          gpu_depth=gpu_depth, anchor_devices=anchor_devices,
+                          python_calls=python_calls), ""

@@ -1,0 +1,163 @@
+"""with_stack on the native recorder: Python calls as python_function slices and each op's stack,
+as torch's path records them (and for threads started inside the block, which torch's misses)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+
+import nbprof
+from nbprof.formats.chrome import export_chrome_trace
+from nbprof.record import native
+from nbprof.record.native import build
+
+HERE = "test_native_stacks.py"
+
+
+def inner(x):
+    return x + 1
+
+
+def outer(x):
+    return inner(x) * 2
+
+
+def in_range(x):
+    return outer(x)
+
+
+def worker_loop(go: threading.Event, done: threading.Event):
+    go.wait()
+    outer(torch.ones(3))
+    done.set()
+
+
+def spawned_worker():
+    outer(torch.ones(5))
+
+
+def workload(recorder: str):
+    """f -> g -> ops on the main thread, a call inside a record_function range, a worker that
+    was waiting before the block, and (inside the block) a thread started there."""
+    go, done = threading.Event(), threading.Event()
+    waiting = threading.Thread(target=worker_loop, args=(go, done), name="waiting-worker")
+    waiting.start()
+    with nbprof.profile(cuda=False, with_stack=True, recorder=recorder) as prof:
+        outer(torch.ones(4))
+        with torch.profiler.record_function("my_range"):
+            in_range(torch.ones(2))
+        go.set()
+        done.wait()
+        spawned = threading.Thread(target=spawned_worker, name="spawned-worker")
+        spawned.start()
+        spawned.join()
+    waiting.join()
+    return prof.trace
+
+
+def ours(stack) -> tuple:
+    """This file's frames of a stack, innermost first, without the line's directory prefix."""
+    return tuple(frame.split("/")[-1] for frame in stack if HERE in frame)
+
+
+def op_stacks(trace, lane_name: str) -> list:
+    """(op, this file's frames) for each op of a lane whose stack has any, in time order."""
+    python = trace.categories.index("python_function")
+    lane = [thread.name for thread in trace.threads].index(lane_name)
+    found = []
+    for row in range(len(trace)):
+        if trace.thread[row] == lane and trace.category[row] != python:
+            frames = ours(trace.stacks.get(row, ()))
+            if frames:
+                found.append((trace.names[trace.name_id[row]], frames))
+    return found
+
+
+def line_of(function) -> int:
+    return function.__code__.co_firstlineno
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return workload("torch"), workload("native")
+
+
+def test_each_ops_stack_names_the_functions_files_and_lines_as_torchs_path(traces):
+    torch_trace, native_trace = traces
+    assert native_trace.meta["recorder"] == "native" and torch_trace.meta["recorder"] == "torch"
+    assert not [note for note in native_trace.meta["notes"] if "with_stack" in note]
+    g, f, r = (f"{HERE}({line_of(fn)}): {fn.__name__}" for fn in (inner, outer, in_range))
+    main = op_stacks(native_trace, "MainThread")
+    assert main == op_stacks(torch_trace, "MainThread")
+    # x + 1 in g (and the copy it makes) inside f, then x * 2 in f; again inside the range
+    assert ("aten::add", (g, f)) in main and ("aten::mul", (f,)) in main
+    assert ("aten::add", (g, f, r)) in main and ("aten::mul", (f, r)) in main
+    waiting = op_stacks(native_trace, "waiting-worker")
+    # a frame already running at the start is named by the line it was at (go.wait()), as torch
+    w = f"{HERE}({line_of(worker_loop) + 1}): worker_loop"
+    assert waiting == op_stacks(torch_trace, "waiting-worker")
+    assert ("aten::add", (g, f, w)) in waiting and ("aten::ones", (w,)) in waiting
+
+
+def test_python_functions_are_slices_on_their_threads_lanes(traces):
+    _, trace = traces
+    python = trace.categories.index("python_function")
+    lanes = {thread.name: lane for lane, thread in enumerate(trace.threads)}
+    frames = {(trace.names[trace.name_id[row]].split("/")[-1], trace.threads[trace.thread[row]].name)
+              for row in range(len(trace)) if trace.category[row] == python}
+    assert (f"{HERE}({line_of(outer)}): outer", "MainThread") in frames
+    assert (f"{HERE}({line_of(spawned_worker)}): spawned_worker", "spawned-worker") in frames
+    assert not [name for name, _ in frames if "nbprof" in name]  # the profiler's own calls
+    # an op's parent is the innermost Python call around it
+    add = [row for row in range(len(trace)) if trace.names[trace.name_id[row]] == "aten::add"
+           and trace.thread[row] == lanes["MainThread"]][0]
+    assert trace.names[trace.name_id[trace.parent[add]]].endswith(": inner")
+
+
+def test_a_thread_started_inside_the_block_has_its_own_stacks(traces):
+    torch_trace, trace = traces
+    g, f, s = (f"{HERE}({line_of(fn)}): {fn.__name__}" for fn in (inner, outer, spawned_worker))
+    spawned = op_stacks(trace, "spawned-worker")
+    assert ("aten::add", (g, f, s)) in spawned
+    assert all(frames[-1] == s for _, frames in spawned)  # never another thread's frames
+    assert not op_stacks(torch_trace, "spawned-worker")  # torch's tracer misses such threads
+
+
+def test_chrome_export_carries_the_stacks_as_torchs_path_does(traces, tmp_path):
+    import json
+
+    exported = {}
+    for trace in traces:
+        path = export_chrome_trace(trace, tmp_path / f"{trace.meta['recorder']}.json")
+        events = json.load(open(path))["traceEvents"]
+        exported[trace.meta["recorder"]] = {
+            (event["name"], ours(event["args"]["Call stack"]))
+            for event in events if ours(event.get("args", {}).get("Call stack", ()))}
+        assert any(event.get("cat") == "python_function" for event in events)
+        assert nbprof.load(path).stacks == trace.stacks
+    assert exported["native"] >= exported["torch"] and exported["torch"]
+
+
+def test_without_python_headers_with_stack_goes_through_torch_and_says_what_to_install(
+        tmp_path, monkeypatch):
+    native.forget()
+    monkeypatch.setenv("NBPROF_NATIVE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "python_include", lambda: None)
+    try:
+        assert build.library_path() is not None  # built (once, ~15 s) without Python.h
+        with nbprof.profile(cuda=False, with_stack=True) as prof:
+            outer(torch.ones(2))
+        meta = prof.trace.meta
+        assert meta["recorder"] == "torch" and prof.trace.stacks
+        [note] = [note for note in meta["notes"] if "with_stack" in note]
+        assert "-dev" in note and "Python.h" in note
+        with pytest.raises(RuntimeError, match="-dev"):
+            with nbprof.profile(cuda=False, with_stack=True, recorder="native"):
+                pass
+        with nbprof.profile(cuda=False) as prof:  # the rest of the native recorder stays
+            outer(torch.ones(2))
+        assert prof.trace.meta["recorder"] == "native"
+    finally:
+        native.forget()
