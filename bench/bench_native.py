@@ -10,6 +10,10 @@ Prints (targets from issue 19, "Must reach"):
    against the same block unprofiled);
 4. first build (an empty cache) < 30 s, cached load < 0.1 s (child processes).
 
+With ``--with-stack`` only the with_stack rows (issue 19, ``--with-stack``): in-loop overhead per
+op of the native recorder recording Python calls against torch.profiler(with_stack=True), CPU
+activities, all threads: <= 0.5x, for the same two workloads.
+
 With ``--gpu`` (bench/gpu_check.sh, a lent GPU) only the GPU rows, side by side in one run, wall
 time per ``x = x + 1`` on a CUDA tensor: native CUDA events without CUPTI vs torch.profiler
 (CPU+CUDA activities, all threads) <= 0.5x; native events with CUPTI kernels (a Kineto session
@@ -17,6 +21,7 @@ with the CUDA activity only beside the observer: the cost, not yet the linking) 
 what nbprof's path costs today (Kineto + torch's legacy CUDA events).
 
 Usage: .venv/bin/python bench/bench_native.py [--rounds N] [--big-ops N] [--skip-build] [--gpu]
+       [--with-stack]
 """
 
 from __future__ import annotations
@@ -71,17 +76,65 @@ def events_of(workload) -> int:
     return len(prof.trace)
 
 
-def overhead(label, workload, rounds) -> float:
+def added_ns(workload, rounds, profilers) -> tuple[int, float, dict]:
+    """The workload's events (ops and ranges), its ns per event without a profiler, and each
+    profiler's added ns per event (best of interleaved rounds)."""
     events = events_of(workload)
-    best = in_loop_overhead(workload, rounds, PROFILERS)
+    best = in_loop_overhead(workload, rounds, profilers)
     none = best["none"]
-    per = {name: (seconds - none) / events * 1e9 for name, seconds in best.items()}
+    return events, none / events * 1e9, {name: (seconds - none) / events * 1e9
+                                          for name, seconds in best.items()}
+
+
+def overhead(label, workload, rounds) -> float:
+    events, none_ns, per = added_ns(workload, rounds, PROFILERS)
     ratio = per["native"] / per["torch.profiler"]
-    print(f"{label} ({events} events, best of {rounds}): no profiler {none / events * 1e9:.0f} "
+    print(f"{label} ({events} events, best of {rounds}): no profiler {none_ns:.0f} "
           f"ns/event; overhead torch.profiler +{per['torch.profiler']:.0f} ns, native "
           f"+{per['native']:.0f} ns (of which torch's callback machinery alone "
           f"+{per['machinery only']:.0f} ns), nbprof torch path +{per['nbprof torch path']:.0f} ns "
           f"-> native/torch.profiler = {ratio:.2f}x (target <= 0.5x)")
+    return ratio
+
+
+def profile_hook_only() -> contextlib.ExitStack:
+    """The native recorder with CPython's profiling hook installed on every thread, returning
+    at once: what any tracer of Python calls pays before recording anything."""
+    from nbprof.record.native.python_calls import PythonCalls
+
+    calls = PythonCalls(native.load().path)
+    block = contextlib.ExitStack()
+    block.enter_context(nbprof.profile(cuda=False, recorder="native"))
+    calls.start(hook_only=True)
+    block.callback(calls.stop)  # first out, then the profile
+    return block
+
+
+STACK_PROFILERS = {
+    "none": contextlib.nullcontext,
+    "torch.profiler with_stack": lambda: torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
+        experimental_config=_ExperimentalConfig(profile_all_threads=True)),
+    "native with_stack": lambda: nbprof.profile(cuda=False, recorder="native", with_stack=True),
+    "torch.profiler": torch_all_threads,
+    "native": lambda: nbprof.profile(cuda=False, recorder="native"),
+    "native + hook only": profile_hook_only}
+
+
+def with_stack_overhead(label, workload, rounds) -> float:
+    """Per op (the ops of the workload, not its Python calls: those are what with_stack adds)."""
+    ops, none_ns, per = added_ns(workload, rounds, STACK_PROFILERS)
+    ratio = per["native with_stack"] / per["torch.profiler with_stack"]
+    # what with_stack itself adds on each side (its Python calls), beside the ops' recording
+    ours = per["native with_stack"] - per["native"]
+    theirs = per["torch.profiler with_stack"] - per["torch.profiler"]
+    print(f"{label} ({ops} ops, best of {rounds}): no profiler {none_ns:.0f} ns/op; "
+          f"overhead torch.profiler(with_stack) +{per['torch.profiler with_stack']:.0f} ns, "
+          f"native with_stack +{per['native with_stack']:.0f} ns -> native/torch.profiler = "
+          f"{ratio:.2f}x (target <= 0.5x); with_stack's own part: native +{ours:.0f} ns "
+          f"(of which CPython's profiling hook alone +{per['native + hook only'] - per['native']:.0f};"
+          f" without it +{per['native']:.0f}), torch.profiler +{theirs:.0f} ns (without it "
+          f"+{per['torch.profiler']:.0f})")
     return ratio
 
 
@@ -204,12 +257,20 @@ def main() -> None:
     parser.add_argument("--big-ops", type=int, default=10_000_000, help="events of the big block")
     parser.add_argument("--skip-build", action="store_true")
     parser.add_argument("--gpu", action="store_true", help="only the GPU rows (a lent GPU)")
+    parser.add_argument("--with-stack", action="store_true", help="only the with_stack rows")
     options = parser.parse_args()
     if options.gpu:
         gpu_rows(options.rounds)
         return
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; CPU time of this process")
+    if options.with_stack:
+        with_stack_overhead(f"{ADD_OPS} x = x + 1", add_loop, options.rounds)
+        model = make_model(width=64, device="cpu")
+        inputs = torch.randn(32, 64)
+        with_stack_overhead("MLP forward+backward x 100", lambda: mlp_loop(model, inputs, 100),
+                            options.rounds)
+        return
     overhead(f"{ADD_OPS} x = x + 1", add_loop, options.rounds)
     model = make_model(width=64, device="cpu")
     inputs = torch.randn(32, 64)

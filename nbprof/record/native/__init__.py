@@ -3,6 +3,8 @@
 - :mod:`.build`: compiles it into a cache keyed by torch, ABI, Python and sources; in the
   background from ``import nbprof``; says why not where it cannot (no compiler, no headers).
 - :mod:`.records`: the library through ctypes; ``stop()`` reads numpy columns.
+- :mod:`.python_calls`: with_stack's Python calls (python_calls.cpp, a C profile function) as
+  slices; :mod:`.to_trace` makes them python_function events and each op's stack.
 - :mod:`.to_trace`: those columns -> a Trace, in numpy.
 
 :func:`load` is the one entry point for the profiler: the loaded library, or None and a

@@ -55,6 +55,7 @@ std::vector<Slice> g_slices;
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 bool g_on = false;
 bool g_forked = false;
+bool g_hook_only = false;  // benchmarks: the profile function runs and records nothing
 
 int32_t new_key(PyObject* code, int32_t line) {
   Py_INCREF(code);
@@ -80,6 +81,7 @@ int32_t frame_key(PyObject* code, int32_t line) {
 }
 
 int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject*) {
+  if (g_hook_only) return 0;
   if (g_forked) {  // a forked child (DataLoader worker) records nothing: off on first use
     PyEval_SetProfile(nullptr, nullptr);
     return 0;
@@ -149,11 +151,12 @@ extern "C" {
 
 int nbp_py_available() { return 1; }
 
-int nbp_py_start() {
+int nbp_py_start(int hook_only) {
   static bool atfork = (pthread_atfork(nullptr, nullptr, child_after_fork), true);
   (void)atfork;
   if (g_on || g_forked) return -1;
   nbp_py_release();
+  g_hook_only = hook_only != 0;
   g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
   int64_t now = static_cast<int64_t>(c10::getApproximateTime());
   PyThreadState* me = PyThreadState_Get();
@@ -232,7 +235,7 @@ void nbp_py_release() {
 
 extern "C" {
 int nbp_py_available() { return 0; }
-int nbp_py_start() { return -1; }
+int nbp_py_start(int) { return -1; }
 int nbp_py_trace_thread(void*) { return -1; }
 int64_t nbp_py_stop() { return -1; }
 int64_t nbp_py_codes(void**, int32_t*, int64_t) { return 0; }

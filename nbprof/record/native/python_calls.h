@@ -22,7 +22,9 @@ struct NbpPySlices {
 // 1 where built with Python's headers (else with_stack goes through torch's profiler)
 NBP_API int nbp_py_available();
 // Every thread's calls from now on; the frames each other thread is in count as called now.
-NBP_API int nbp_py_start();
+// hook_only: the profile function is installed and returns at once (what CPython's profiling
+// hook costs alone, the floor of any tracer; benchmarks)
+NBP_API int nbp_py_start(int hook_only);
 // A thread started while recording (threading's profile hook): trace it from `frame` on.
 NBP_API int nbp_py_trace_thread(void* frame);
 // Off on every thread; returns the number of slices (then nbp_py_codes, nbp_py_fetch).

@@ -66,6 +66,7 @@ class PythonCalls:
     def __init__(self, path):
         lib = ctypes.PyDLL(str(path))
         lib.nbp_py_available.restype = lib.nbp_py_start.restype = ctypes.c_int
+        lib.nbp_py_start.argtypes = [ctypes.c_int]
         lib.nbp_py_trace_thread.argtypes, lib.nbp_py_trace_thread.restype = [ctypes.py_object], \
             ctypes.c_int
         lib.nbp_py_stop.restype = lib.nbp_py_codes.restype = lib.nbp_py_fetch.restype = \
@@ -88,8 +89,9 @@ class PythonCalls:
         if self.lib.nbp_py_trace_thread(frame) != 0:
             sys.setprofile(None)  # recording has stopped meanwhile
 
-    def start(self) -> None:
-        if self.lib.nbp_py_start() != 0:
+    def start(self, hook_only: bool = False) -> None:
+        """``hook_only``: the profile function runs and records nothing (benchmarks: the floor)."""
+        if self.lib.nbp_py_start(int(hook_only)) != 0:
             raise RuntimeError("nbprof's Python call recorder is already on (or this is a "
                                "forked child)")
         self._previous_hook = threading.getprofile()
