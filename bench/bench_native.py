@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import pathlib
 import subprocess
@@ -136,6 +137,30 @@ def with_stack_overhead(label, workload, rounds) -> float:
           f" without it +{per['native']:.0f}), torch.profiler +{theirs:.0f} ns (without it "
           f"+{per['torch.profiler']:.0f})")
     return ratio
+
+
+def with_stack_exit(label, workload, rounds) -> float:
+    """Seconds from the block's last statement to its Trace under with_stack (best of
+    interleaved rounds): nbprof's torch path (where with_stack went before) against native."""
+    from bench.bench_record import cpu_clock
+
+    def exit_seconds(recorder):
+        gc.collect()
+        prof = nbprof.profile(cuda=False, recorder=recorder, with_stack=True)
+        with prof:
+            workload()
+            start = cpu_clock()
+        return cpu_clock() - start, len(prof.trace)
+
+    runs = {"torch": [], "native": []}
+    for _ in range(rounds):
+        for recorder, seconds in runs.items():
+            seconds.append(exit_seconds(recorder))
+    (torch_s, torch_events), (native_s, native_events) = min(runs["torch"]), min(runs["native"])
+    print(f"{label}, exit to Trace with_stack (best of {rounds}): nbprof torch path {torch_s:.3f} s "
+          f"({torch_events} events), native {native_s:.3f} s ({native_events} events) -> "
+          f"{torch_s / native_s:.1f}x faster")
+    return torch_s / native_s
 
 
 def exit_to_summary(rounds) -> float:
@@ -270,6 +295,8 @@ def main() -> None:
         inputs = torch.randn(32, 64)
         with_stack_overhead("MLP forward+backward x 100", lambda: mlp_loop(model, inputs, 100),
                             options.rounds)
+        with_stack_exit("MLP forward+backward x 100", lambda: mlp_loop(model, inputs, 100),
+                        max(3, options.rounds // 2))
         return
     overhead(f"{ADD_OPS} x = x + 1", add_loop, options.rounds)
     model = make_model(width=64, device="cpu")
