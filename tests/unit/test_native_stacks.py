@@ -161,3 +161,18 @@ def test_without_python_headers_with_stack_goes_through_torch_and_says_what_to_i
         assert prof.trace.meta["recorder"] == "native"
     finally:
         native.forget()
+
+
+def test_after_an_interrupted_block_no_profile_function_is_left_on_any_thread():
+    import sys
+
+    hook_before = threading.getprofile()
+    with pytest.raises(KeyboardInterrupt):
+        with nbprof.profile(cuda=False, with_stack=True, recorder="native"):
+            outer(torch.ones(2))
+            assert sys.getprofile() is not None  # python_calls.cpp's, on this thread
+            raise KeyboardInterrupt
+    assert sys.getprofile() is None and threading.getprofile() is hook_before
+    with nbprof.profile(cuda=False, with_stack=True, recorder="native") as prof:
+        outer(torch.ones(2))
+    assert any(frame.endswith(": outer") for stack in prof.trace.stacks.values() for frame in stack)
