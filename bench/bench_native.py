@@ -16,12 +16,20 @@ activities, all threads: <= 0.5x, for the same two workloads.
 
 With ``--gpu`` (bench/gpu_check.sh, a lent GPU) only the GPU rows, side by side in one run, wall
 time per ``x = x + 1`` on a CUDA tensor: native CUDA events without CUPTI vs torch.profiler
-(CPU+CUDA activities, all threads) <= 0.5x; native events with CUPTI kernels (a Kineto session
-with the CUDA activity only beside the observer: the cost, not yet the linking) <= 1.0x; and
-what nbprof's path costs today (Kineto + torch's legacy CUDA events).
+(CPU+CUDA activities, all threads) <= 0.5x; native events with CUPTI kernels linked to the ops
+(``nbprof.profile(recorder="native", kernels=True)``: a Kineto session with the CUDA activity
+only beside the observer) <= 1.0x, beside the other way to link them (the observer + Kineto's
+CPU side and CUPTI, torch's own correlation); and what nbprof's path costs today (Kineto +
+torch's legacy CUDA events).
+
+With ``--kernel-links`` (CPU) what the two ways of linking CUPTI's kernels to the native ops cost
+where a CPU can tell: per event in the loop, the observer alone (the CUDA-only session adds no
+callback per op; CUPTI's own cost is the same for both ways and only a GPU shows it) against
+the observer + Kineto's CPU side (all threads); and at the exit, linking a real GPU trace's
+activities (../shared/traces, 68k events) by thread and time.
 
 Usage: .venv/bin/python bench/bench_native.py [--rounds N] [--big-ops N] [--skip-build] [--gpu]
-       [--with-stack]
+       [--kernel-links] [--with-stack]
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import torch  # noqa: E402
 from torch._C._profiler import _ExperimentalConfig  # noqa: E402
 
 import nbprof  # noqa: E402
+from nbprof.model import KIND_KERNEL  # noqa: E402
 from nbprof.record import native  # noqa: E402
 from bench import bench_record  # noqa: E402
 from bench.bench_record import ADD_OPS, add_loop, in_loop_overhead, mlp_loop  # noqa: E402
@@ -232,9 +241,13 @@ def gpu_rows(rounds: int, iterations: int = 5_000) -> None:
           f" CUDA events here: {library.gpu_unavailable() or 'yes'}")
 
     @contextlib.contextmanager
-    def native_events(depth=None, cupti=False):
-        with (torch.profiler.profile(activities=[activity.CUDA]) if cupti
-              else contextlib.nullcontext()):
+    def native_events(depth=None, kineto_cpu=False):
+        """The observer's events alone (its raw start/stop), or inside torch.profiler CPU+CUDA:
+        the other way to link kernels (torch's correlation on Kineto's CPU rows)."""
+        with (torch.profiler.profile(
+                activities=[activity.CPU, activity.CUDA],
+                experimental_config=_ExperimentalConfig(profile_all_threads=True))
+              if kineto_cpu else contextlib.nullcontext()):
             library.start(gpu=True, gpu_depth=depth, anchor_devices=[device])
             try:
                 yield
@@ -247,7 +260,8 @@ def gpu_rows(rounds: int, iterations: int = 5_000) -> None:
             activities=[activity.CPU, activity.CUDA],
             experimental_config=_ExperimentalConfig(profile_all_threads=True)),
         "native events": native_events,
-        "native events + CUPTI": lambda: native_events(cupti=True),
+        "native events + CUPTI": lambda: nbprof.profile(recorder="native", kernels=True),
+        "native events + Kineto CPU+CUDA": lambda: native_events(kineto_cpu=True),
         "native, no events": lambda: nbprof.profile(cuda=False, recorder="native"),
         "nbprof today (legacy events + Kineto)": lambda: nbprof.profile(recorder="torch"),
     }
@@ -270,10 +284,63 @@ def gpu_rows(rounds: int, iterations: int = 5_000) -> None:
         if name != "none":
             print(f"  {name}: +{us:.2f} us/op = {us / peer:.2f}x torch.profiler")
     print(f"native events / torch.profiler = {per['native events'] / peer:.2f}x (target <= 0.5x); "
-          f"native events + CUPTI = {per['native events + CUPTI'] / peer:.2f}x (target <= 1.0x); "
+          f"native events + CUPTI = {per['native events + CUPTI'] / peer:.2f}x (target <= 1.0x; "
+          f"the other way, + Kineto's CPU side: "
+          f"{per['native events + Kineto CPU+CUDA'] / peer:.2f}x); "
           f"nbprof today = {per['nbprof today (legacy events + Kineto)'] / peer:.2f}x")
+    with nbprof.profile(recorder="native", kernels=True) as prof:
+        workload()
+        leave = time.perf_counter()
+    trace = prof.trace
+    print(f"native events + CUPTI, one block: {int((trace.gpu_kind == KIND_KERNEL).sum())} kernels "
+          f"linked, {int((trace.gpu_launch[trace.gpu_kind == KIND_KERNEL] >= 0).sum())} to an op; "
+          f"exit -> Trace {time.perf_counter() - leave:.3f} s; own CUDA calls left out: "
+          f"{trace.meta.get('own_cuda_calls')}")
     print(f"CUDA events in the pools: {library.created_events()} "
           f"({library.created_events() - created_before} created by {rounds + 1} rounds)")
+
+
+def kernel_links(rounds: int) -> None:
+    """The CPU side of the two ways to link CUPTI's kernels to the native ops."""
+    from tests.unit.test_native_kernel_links import STEP, _kineto, _ops_trace, _split
+    from nbprof.record.native.kernel_links import with_cuda_activity
+
+    events = events_of(add_loop)
+    profilers = {"none": contextlib.nullcontext,
+                 "native": native_raw,
+                 "native + Kineto CPU": lambda: native_raw(kineto_cpu=True),
+                 "torch.profiler": torch_all_threads}
+    best = in_loop_overhead(add_loop, rounds, profilers)
+    per = {name: (seconds - best["none"]) / events * 1e9 for name, seconds in best.items()}
+    print(f"{ADD_OPS} x = x + 1 ({events} events, best of {rounds}), CPU time per event: "
+          f"native +{per['native']:.0f} ns (with a CUDA-only session: no more callbacks), "
+          f"native + Kineto's CPU side +{per['native + Kineto CPU']:.0f} ns, torch.profiler "
+          f"+{per['torch.profiler']:.0f} ns -> the CPU side adds "
+          f"{per['native + Kineto CPU'] / per['native']:.2f}x the native cost")
+    ops, calls, activities, categories = _split(STEP)
+    base = int(ops["start"].min())
+    trace, kineto = _ops_trace(ops, base), _kineto(calls, activities, categories)
+    seconds = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        linked = with_cuda_activity(trace, kineto, base_time_ns=base)
+        seconds.append(time.perf_counter() - start)
+    print(f"linking {len(activities['names'])} activities of {len(calls['names'])} calls to "
+          f"{len(trace)} ops by thread and time, into the Trace: {min(seconds) * 1e3:.1f} ms "
+          f"(best of {rounds}; {int((linked.gpu_launch >= 0).sum())} linked)")
+
+
+@contextlib.contextmanager
+def native_raw(kineto_cpu=False):
+    """The observer (its raw start/stop), alone or beside Kineto's CPU side (all threads): how
+    kernels would be linked through torch's correlation, less CUPTI (the same both ways)."""
+    library = native.load()
+    with torch_all_threads() if kineto_cpu else contextlib.nullcontext():
+        library.start()
+        try:
+            yield
+        finally:
+            library.stop()
 
 
 def main() -> None:
@@ -282,10 +349,16 @@ def main() -> None:
     parser.add_argument("--big-ops", type=int, default=10_000_000, help="events of the big block")
     parser.add_argument("--skip-build", action="store_true")
     parser.add_argument("--gpu", action="store_true", help="only the GPU rows (a lent GPU)")
+    parser.add_argument("--kernel-links", action="store_true",
+                        help="only the CPU side of linking CUPTI's kernels to native ops")
     parser.add_argument("--with-stack", action="store_true", help="only the with_stack rows")
     options = parser.parse_args()
     if options.gpu:
         gpu_rows(options.rounds)
+        return
+    if options.kernel_links:
+        torch.set_num_threads(1)
+        kernel_links(options.rounds)
         return
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; CPU time of this process")

@@ -12,9 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -23,20 +21,9 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import nbprof  # noqa: E402
+from bench_answers import median_seconds  # noqa: E402  (median of 5 after a warm-up)
 from bench_timeline import SOURCE, tile  # noqa: E402
 from nbprof.analysis.range_summary import range_summary  # noqa: E402
-
-RUNS = 5
-
-
-def median_seconds(function) -> float:
-    function()
-    times = []
-    for _ in range(RUNS):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# GPU checks, meant to run in under 8 minutes (imports first; each step has a timeout, upper bounds
-# that sum past 8 minutes: 60 + 60 native build and CPU tests, 60 native GPU tests, 240 GPU tests,
-# 45 native bench, 100 bench, 60 numba, 30 probe, 45 demo s;
-# TESTS_TIMEOUT, BENCH_TIMEOUT and NUMBA_TIMEOUT shorten them for a tight device budget;
-# PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
+# GPU checks in under 8 minutes (imports first; each step has a timeout: its own upper bound, or
+# what is left of TOTAL_BUDGET (480 s from the script's start) if that is less, so the steps
+# first in line, the native recorder's, get their time and the last ones what remains: 60 + 60
+# native build and CPU tests, 120 native GPU tests, 60 native bench, 240 GPU tests, 100 bench,
+# 60 numba, 30 probe, 45 demo s; NATIVE_*_TIMEOUT, TESTS_TIMEOUT, BENCH_TIMEOUT, NUMBA_TIMEOUT...
+# change a bound, TOTAL_BUDGET the total; PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
 #      anywidget, ipywidgets, numba.cuda, pyarrow...), so a missing wheel fails in seconds, not
 #      after minutes of tests (PARTIAL=1 runs the torch-only tests anyway, and exits 2)
-#   0b. the native recorder's build (compiler, seconds) and its CPU tests, against this torch
+#   0b. the native recorder's build (compiler, seconds) and its CPU tests, against this torch;
+#      without a compiler (no ${CXX:-c++}) the library carried in .native-prebuilt (made here by
+#      bench/gpu_native_prebuilt.sh against this torch's wheel; name it in `carry`), which
+#      build.py loads only if its key (torch's version, git hash, ABI; the sources) matches
+#   1a. pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py, alone first
+#      (the native recorder's CUDA events, CUPTI's kernels linked to its ops against
+#      torch.profiler's own links, and numba launches as its ranges: issue 19)
+#   1b. bench/bench_native.py --gpu   (the native recorder's CUDA events vs torch.profiler CPU+CUDA;
+#      events + CUPTI kernels linked, and the other way to link them; nbprof's legacy path today)
 #   1. pytest -m gpu tests/gpu   (events vs CUPTI per op, side stream, second thread, 60 s clock,
 #      GPU sleep, backward, CUDA graph, fork DataLoader, %%cudaprof; -s: every figure printed)
-#   1a. pytest -m gpu tests/gpu/test_native_gpu.py, alone (the native recorder's CUDA events)
-#   1b. bench/bench_native.py --gpu   (the native recorder's CUDA events vs torch.profiler CPU+CUDA,
-#      with CUPTI, and nbprof's legacy path today, side by side; its tests are tests/gpu/test_native_gpu.py)
 #   2. bench/bench_record.py --gpu   (overhead vs torch.profiler with CUPTI, events only vs the
 #      seed's ~4 us/op, exit time, event vs CUPTI agreement, anchor error)
-#   3. bench/bench_numba.py --split   (per-launch cost of numba.cuda kernels profiled vs not, and
-#      each part's share: CUPTI, the CUDA-event profiler; needs numba-cuda)
+#   3. bench/bench_numba.py --split   (per-launch cost of numba.cuda kernels profiled vs not, on
+#      the torch path and as native ranges (recorder=native: target +3 us), and each part's
+#      share: CUPTI, the CUDA-event profiler; needs numba-cuda)
 #   4. bench/gpu_probe.py   (what torch's profilers record raw here: thread ids, correlation ids)
 #   5. make demo's profile (nbprof run kernels/train_mlp.py) -> demo.html, to look at
 # Logs go to $OUT (or bench/out/gpu); summary.log says what ran and how it ended.
@@ -33,6 +40,14 @@
 # (tests/gpu/test_cuda_events.py), and summary.log names what was left out.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+deadline=$((SECONDS + ${TOTAL_BUDGET:-480}))
+# a step's timeout: its own bound ($1), or what is left of the total if less (at least 1 s: a
+# step past the total is cut at once, and its log says so by its timeout's rc 124)
+within() {
+    local left=$((deadline - SECONDS))
+    [ "$left" -lt 1 ] && left=1
+    [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
 PY="${PYTHON:-python3}"
 WHEELS="${WHEELS:-.whl}"
 LOGS="${OUT:-bench/out/gpu}"
@@ -107,46 +122,56 @@ fi
 # The native recorder (issue 19) against this machine's torch, in its first seconds: the compiler,
 # the build's time into an empty cache, then its CPU tests (its GPU tests run with tests/gpu).
 export NBPROF_NATIVE_CACHE="${NBPROF_NATIVE_CACHE:-/tmp/nbprof-native}"
+# (out of the piped block below: a pipe's block is a subshell, and every later step needs this)
+compiler_word=$(echo "${CXX:-c++}" | cut -d' ' -f1)
+if command -v "$compiler_word" >/dev/null 2>&1; then
+    compiler="$(${CXX:-c++} --version 2>&1 | head -n 1)"
+elif [ -d .native-prebuilt ]; then
+    export NBPROF_NATIVE_PREBUILT="$PWD/.native-prebuilt"
+    compiler="none ($compiler_word not found): the carried library, if built for this torch: $(ls .native-prebuilt | tr '\n' ' ')"
+else
+    compiler="none ($compiler_word not found), and no .native-prebuilt carried (bench/gpu_native_prebuilt.sh)"
+fi
 {
-    echo "compiler: $(${CXX:-c++} --version 2>&1 | head -n 1)"
-    timeout "${NATIVE_BUILD_TIMEOUT:-60}" "$PY" -c 'import time, torch
+    echo "compiler: $compiler"
+    timeout "$(within "${NATIVE_BUILD_TIMEOUT:-60}")" "$PY" -c 'import time, torch
 from nbprof.record import native
 from nbprof.record.native import build
 start = time.perf_counter(); library = native.load()
 print("native build:", "ok" if library else "FAILED", f"{time.perf_counter() - start:.1f} s",
-      build.build_seconds, native.why_not())'
-    timeout "${NATIVE_TESTS_TIMEOUT:-60}" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py 2>&1 | tail -n 3
+      build.build_seconds, native.why_not(), library.path if library else "")'
+    timeout "$(within "${NATIVE_TESTS_TIMEOUT:-60}")" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py 2>&1 | tail -n 3
 } 2>&1 | grep -v '^USDT:' | tee "$LOGS/native.log"
 
 per_test=""  # a hung test fails alone instead of eating the whole run's time
 "$PY" -c 'import pytest_timeout' 2>/dev/null && per_test="--timeout 100"
 # The native recorder's CUDA events (new C++ never run on a device before): alone first, so that
 # a crash there costs its own tests, not the whole GPU suite's.
-timeout "${NATIVE_GPU_TESTS_TIMEOUT:-60}" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
+timeout "$(within "${NATIVE_GPU_TESTS_TIMEOUT:-120}")" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
 native_tests_rc=${PIPESTATUS[0]}
 [ "$native_tests_rc" -eq 0 ] || status=1
 
-timeout "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
-tests_rc=${PIPESTATUS[0]}
-[ "$tests_rc" -eq 0 ] || status=1
-
-timeout "${NATIVE_BENCH_TIMEOUT:-45}" "$PY" bench/bench_native.py --gpu --rounds 3 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_native.log"
+timeout "$(within "${NATIVE_BENCH_TIMEOUT:-60}")" "$PY" bench/bench_native.py --gpu --rounds 3 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_native.log"
 native_bench_rc=${PIPESTATUS[0]}
 [ "$native_bench_rc" -eq 0 ] || status=1
 
-timeout "${BENCH_TIMEOUT:-100}" "$PY" bench/bench_record.py --gpu --rounds 3 --profile-exit 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench.log"
+timeout "$(within "${TESTS_TIMEOUT:-240}")" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py --ignore tests/gpu/test_numba_native_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
+tests_rc=${PIPESTATUS[0]}
+[ "$tests_rc" -eq 0 ] || status=1
+
+timeout "$(within "${BENCH_TIMEOUT:-100}")" "$PY" bench/bench_record.py --gpu --rounds 3 --profile-exit 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench.log"
 bench_rc=${PIPESTATUS[0]}
 [ "$bench_rc" -eq 0 ] || status=1
 
-timeout "${NUMBA_TIMEOUT:-60}" "$PY" bench/bench_numba.py --rounds 5 --split 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_numba.log"
+timeout "$(within "${NUMBA_TIMEOUT:-60}")" "$PY" bench/bench_numba.py --rounds 5 --split 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_numba.log"
 numba_rc=${PIPESTATUS[0]}
 [ "$numba_rc" -eq 0 ] || status=1
 
-timeout "${PROBE_TIMEOUT:-30}" "$PY" bench/gpu_probe.py 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_probe.log"
+timeout "$(within "${PROBE_TIMEOUT:-30}")" "$PY" bench/gpu_probe.py 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_probe.log"
 
 # make demo's profile on the GPU: the page a user opens, with its CUDA lanes (look at it after)
 # and its Chrome export, checked and loaded back (the trace stays here: 8 files come back at most)
-timeout "${DEMO_TIMEOUT:-45}" "$PY" -m nbprof.cli run -o "$LOGS/demo.html" \
+timeout "$(within "${DEMO_TIMEOUT:-45}")" "$PY" -m nbprof.cli run -o "$LOGS/demo.html" \
     --trace /tmp/nbprof-demo.json.gz --table kernels/train_mlp.py 2>&1 | grep -v '^USDT:' \
     | tail -n 30 > "$LOGS/demo.txt"
 demo_rc=${PIPESTATUS[0]}
@@ -161,7 +186,7 @@ echo "native gpu tests: rc=$native_tests_rc: $(tail -n 1 "$LOGS/gpu_tests_native
 echo "gpu bench: rc=$bench_rc" | tee -a "$LOGS/summary.log"
 echo "native gpu bench: rc=$native_bench_rc: $(grep -h '^native events /' "$LOGS/gpu_bench_native.log")" | tee -a "$LOGS/summary.log"
 echo "native recorder: $(grep -h 'native build\|passed\|failed' "$LOGS/native.log" | tr '\n' ' ')" | tee -a "$LOGS/summary.log"
-echo "gpu numba bench: rc=$numba_rc" | tee -a "$LOGS/summary.log"
+echo "gpu numba bench: rc=$numba_rc: $(grep -h 'recorder=' "$LOGS/gpu_bench_numba.log" | tr -s ' ' | tr '\n' ';')" | tee -a "$LOGS/summary.log"
 { echo "demo on the GPU: rc=$demo_rc ($LOGS/demo.html), its output's end:"; cat "$LOGS/demo.txt"; } \
     | tee -a "$LOGS/summary.log"
 rm -f "$LOGS/demo.txt"  # in summary.log: what comes back from a device run is 8 files at most

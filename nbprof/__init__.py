@@ -35,7 +35,7 @@ _LAZY = {
     "timeline": "timeline",
     "save_html": "timeline",
     "widget": "notebook.widget",
-    "rank_summary": "ranks.sql",
+    "rank_summary": "formats.ranks_sql",
 }
 
 

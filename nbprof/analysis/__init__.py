@@ -7,6 +7,6 @@
 - :mod:`.callpaths`, :mod:`.range_summary`, :mod:`.tables`: call paths, an area selection's summary,
   the table answers as pandas DataFrames that print as text.
 
-Imports the model (and :mod:`nbprof.formats` where an answer reads a file) and never torch, bokeh or
-IPython (a test imports it with those blocked); the timeline and the notebook draw what it returns.
+Imports the model and nothing else of nbprof's; never torch, bokeh or IPython (a test imports it
+with those blocked); the timeline and the notebook draw what it returns.
 """

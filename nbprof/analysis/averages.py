@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace
+from ..model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_OP, Trace, finished_mask
 
 SORT_KEYS = ("cpu_time_total", "self_cpu_time_total", "cuda_time_total", "count",
              "cpu_time_avg", "self_cpu_time_avg", "cuda_time_avg", "name")
@@ -54,12 +54,16 @@ def key_averages(trace: Trace, sort_by: str = "cpu_time_total") -> list[KeyAvera
     """Per event name: count, CPU total, self CPU total and CUDA total (the GPU time of the
     intervals its events launched: kernels only, where the trace has kernels beside CUDA-event
     intervals, which then go to ``gpu_events_total`` beside ``gpu_kernels_total``), sorted by
-    ``sort_by``, largest first."""
+    ``sort_by``, largest first. Unfinished slices (no end in their file) are left out: their
+    time is not known (model/unfinished.py)."""
     _check_sort_key(sort_by)
     names = len(trace.names)
-    count = np.bincount(trace.name_id, minlength=names)
-    cpu_ns = np.bincount(trace.name_id, weights=trace.end_ns - trace.start_ns, minlength=names)
-    self_ns = np.bincount(trace.name_id, weights=trace.self_ns, minlength=names)
+    finished = finished_mask(trace)
+    name_id = trace.name_id if finished is None else trace.name_id[finished]
+    count = np.bincount(name_id, minlength=names)
+    cpu_ns = np.bincount(name_id, weights=_finished(trace.end_ns - trace.start_ns, finished),
+                         minlength=names)
+    self_ns = np.bincount(name_id, weights=_finished(trace.self_ns, finished), minlength=names)
     both = has_events_and_kernels(trace)
     launched = (trace.gpu_launch >= 0) & ((trace.gpu_kind != KIND_OP) if both else True)
     cuda_ns = np.bincount(trace.name_id[trace.gpu_launch[launched]],
@@ -85,6 +89,10 @@ def key_averages(trace: Trace, sort_by: str = "cpu_time_total") -> list[KeyAvera
                        events_us[i], kernels_us[i], checked_us[i])
             for i in np.flatnonzero(count).tolist()]
     return sort_rows(rows, sort_by)
+
+
+def _finished(column: np.ndarray, finished: np.ndarray | None) -> np.ndarray:
+    return column if finished is None else column[finished]
 
 
 KERNEL_WORK = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
@@ -216,7 +224,11 @@ def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
     kernels both, their GPU times side by side and a flag where they disagree (> 10%)."""
     rows = key_averages(trace, sort_by)
     shown = limit_rows(rows, row_limit)
-    total_cpu = float((trace.end_ns - trace.start_ns)[trace.depth == 0].sum()) / 1e3
+    finished = finished_mask(trace)
+    if finished is None:
+        total_cpu = float((trace.end_ns - trace.start_ns)[trace.depth == 0].sum()) / 1e3
+    else:  # the self times left when the unfinished are out: the rows' shares add up to 100%
+        total_cpu = float(trace.self_ns[finished].sum()) / 1e3
     both = has_events_and_kernels(trace)
     headers = ["Name", "Self CPU %", "Self CPU", "CPU total", "CPU time avg", "CUDA total",
                "CUDA time avg", "# of Calls"]
@@ -253,6 +265,9 @@ def table(trace: Trace, sort_by: str = "cpu_time_total", row_limit: int = 20,
         from .gpu_agreement import FLAG_NOTE
 
         out.append(FLAG_NOTE)
+    if finished is not None:
+        out.append(f"{len(trace) - int(finished.sum())} unfinished slices (no end in the file) "
+                   f"are left out of these times")
     if len(rows) > len(shown):
         out.append(f"({len(rows) - len(shown)} more rows; pass row_limit=-1 for all)")
     return "\n".join(out)

@@ -15,7 +15,7 @@ from ..ranks import rank_of, trace_paths
 
 
 def ranks(options) -> int:
-    from ..ranks.sql import summarise_files
+    from ..formats.ranks_sql import summarise_files
 
     def progress(done, total, path):
         if total > 1 and sys.stderr.isatty():

@@ -51,7 +51,7 @@ def run(options, script_args: list[str]) -> int:
 
 
 def _run(options, script_args: list[str], stops: StopSignals) -> int:
-    from ..ranks import distributed_meta, expand_rank
+    from ..record.distributed import distributed_meta, expand_rank
 
     # Paths as given on the command line mean from here, even if the script changes folder.
     start_folder = pathlib.Path.cwd()

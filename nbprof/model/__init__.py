@@ -13,7 +13,9 @@ the package and its users write:
   Instants, CounterSeries;
 - :mod:`nbprof.model.trace`: Trace, its EventList and KernelList views, split_stream_key;
 - :mod:`nbprof.model.memory`: MemoryEvents (allocations and frees as columns), device names;
-- :mod:`nbprof.model.nesting` (depth and parent of each row), :mod:`nbprof.model.intervals` (unions, overlaps).
+- :mod:`nbprof.model.nesting` (depth and parent of each row), :mod:`nbprof.model.intervals` (unions,
+  overlaps);
+- :mod:`nbprof.model.unfinished`: slices with no end in their file, drawn to the end and marked.
 
 It imports nothing of nbprof's above it. The one reach upward is the Trace's convenience methods
 (``trace.steps()``, ``trace.export_chrome_trace()``...), each a one-line import inside the method.
@@ -24,10 +26,11 @@ from .event_types import (CUDA_INIT_NAME, GPU_KINDS, KIND_KERNEL, KIND_MEMCPY, K
                           Kernel, Thread)
 from .memory import CPU_DEVICE, MemoryEvents, device_code, device_name
 from .trace import EventList, KernelList, Trace, split_stream_key
+from .unfinished import UNFINISHED_KEY, finished_mask, unfinished_rows
 
 __all__ = [
     "CUDA_INIT_NAME", "GPU_KINDS", "KIND_KERNEL", "KIND_MEMCPY", "KIND_MEMSET", "KIND_OP", "KIND_OTHER", "KIND_SYNC",
     "NO_ID", "CounterSeries", "EventList", "FunctionEvent", "Instants", "Interval", "Kernel",
     "KernelList", "Thread", "Trace", "split_stream_key", "CPU_DEVICE", "MemoryEvents",
-    "device_code", "device_name",
+    "device_code", "device_name", "UNFINISHED_KEY", "finished_mask", "unfinished_rows",
 ]

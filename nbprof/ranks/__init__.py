@@ -1,8 +1,9 @@
 """Many ranks of one distributed job: merge their traces into one, align their clocks, summarise.
 
-numpy and the standard library only (the model's rule): loading the files is the caller's job
-(``nbprof.load`` hands this package Traces). The one exception, :mod:`nbprof.ranks.sql` (the
-DuckDB summary over Parquet files), is never imported by the package itself.
+numpy and the standard library only (the model's rule): reading the files is the formats' job
+(``nbprof.load`` hands this package Traces, and a ``load_one`` to read each file of a job); the
+DuckDB summary over Parquet files is :mod:`nbprof.formats.ranks_sql`. What a recording rank writes
+about itself is :mod:`nbprof.record.distributed`.
 
 How a merged Trace says which rank owns what (plain JSON-able meta, so exports keep it):
 - ``meta["thread_rank"]``: the rank of each entry of ``trace.threads``;
@@ -12,7 +13,7 @@ How a merged Trace says which rank owns what (plain JSON-able meta, so exports k
 - ``meta["ranks"]``: per rank its source file, host, and the clock offsets applied.
 
 The parts, each usable alone:
-- :mod:`.files`: which files make a job, which rank each is, what a recording rank writes;
+- :mod:`.files`: which files make a job (paths, folders, globs) and which rank each is;
 - :mod:`.owners`: the rank of each thread, event and GPU interval of a (merged) trace;
 - :mod:`.clocks`: the shift that puts each rank on the merged clock (bases, then collectives);
 - :mod:`.merging`: the merged Trace itself, and ``load_many`` (files -> one Trace);
@@ -20,12 +21,13 @@ The parts, each usable alone:
 - :mod:`.op_names`: the collective and step name patterns (shared with the DuckDB summary).
 This package re-exports their public names, so ``nbprof.ranks.merge`` and the like are the API.
 
-Imports the model, the formats (reading the files) and the analysis (call paths); never torch, bokeh
-or IPython.
+Imports the model and the analysis (kernel kinds, tables) and nothing else of nbprof's: the
+formats import this package (to merge a job's files, to write each row's rank), never the reverse;
+never torch, bokeh or IPython.
 """
 
-from .clocks import ALIGN_WINDOW_NS, clock_shifts, collective_ends, collective_offset
-from .files import TRACE_SUFFIXES, distributed_meta, expand_rank, is_many, rank_of, trace_paths
+from .clocks import ALIGN_WINDOW_NS, clock_shifts, collective_intervals, collective_offset
+from .files import TRACE_SUFFIXES, is_many, rank_of, trace_paths
 from .merging import combine_sparse, load_many, merge, merged_note
 from .op_names import COLLECTIVE_PATTERN, STEP_PATTERN
 from .owners import event_ranks, gpu_ranks, meta_rank, own_devices, thread_ranks
@@ -33,8 +35,8 @@ from .summary import RankRow, RankSummary, name_straggler, rank_summary, summari
 
 __all__ = [
     "ALIGN_WINDOW_NS", "COLLECTIVE_PATTERN", "STEP_PATTERN", "TRACE_SUFFIXES",
-    "RankRow", "RankSummary", "clock_shifts", "collective_ends", "collective_offset",
-    "combine_sparse", "distributed_meta", "event_ranks", "expand_rank", "gpu_ranks", "is_many",
+    "RankRow", "RankSummary", "clock_shifts", "collective_intervals", "collective_offset",
+    "combine_sparse", "event_ranks", "gpu_ranks", "is_many",
     "load_many", "meta_rank", "merge", "merged_note", "name_straggler", "own_devices", "rank_of",
     "rank_summary", "summarise_ranks", "thread_ranks", "trace_paths", "union_ns",
 ]

@@ -1,4 +1,4 @@
-"""Which files make a job and which rank each is; and, recording, what a rank says about itself.
+"""Which files make a job and which rank each is.
 
 A rank is named, in this order, by the file's own meta (nbprof's recording writes it, Kineto
 writes distributedInfo), by a number after "rank" in the file's name, or by its place among the
@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import socket
 
 from ..model import Trace
 from .owners import meta_rank
@@ -19,37 +18,6 @@ _RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _RANK_LIMIT = 1 << 31  # ranks are int32 in the columns, as owners.meta_rank allows
 TRACE_SUFFIXES = (".json", ".json.gz", ".parquet")
 
-
-# -- recording side -------------------------------------------------------------------------------
-
-def distributed_meta(environ=None) -> dict:
-    """rank, world_size, local_rank and host of this process when it is one rank of a job
-    (torch.distributed initialised, or torchrun's RANK / WORLD_SIZE / LOCAL_RANK set); {} else."""
-    environ = os.environ if environ is None else environ
-    meta = {}
-    for key, name in (("rank", "RANK"), ("world_size", "WORLD_SIZE"), ("local_rank", "LOCAL_RANK")):
-        if str(environ.get(name, "")).isdigit():
-            meta[key] = int(environ[name])
-    try:  # torch.distributed says best once initialised; importing it here costs nothing more
-        import sys
-
-        dist = sys.modules.get("torch.distributed")
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            meta["rank"], meta["world_size"] = dist.get_rank(), dist.get_world_size()
-            meta["dist_backend"] = str(dist.get_backend())
-    except Exception:  # noqa: BLE001  (a broken process group must not stop the profile)
-        pass
-    if "rank" in meta:
-        meta["host"] = socket.gethostname()
-    return meta
-
-
-def expand_rank(path: str, meta: dict) -> str:
-    """``out/step.rank{rank}.json.gz`` with this process's rank (0 outside a job)."""
-    return str(path).replace("{rank}", str(meta.get("rank", 0)))
-
-
-# -- which files, which ranks -----------------------------------------------------------------------
 
 def trace_paths(sources) -> list[pathlib.Path]:
     """The trace files named by a path, a folder (its .json/.json.gz/.parquet files), a glob, or a

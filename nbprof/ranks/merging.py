@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import NO_ID, Trace
+from ..model import NO_ID, UNFINISHED_KEY, Trace
 from .clocks import clock_shifts
 from .files import rank_of, trace_paths
 
@@ -102,6 +102,8 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         "device_names": device_names, "ranks": rank_meta, "notes": notes}
     if async_threads:
         trace.meta["async_threads"] = async_threads
+    if unfinished := sum(int(t.meta.get(UNFINISHED_KEY) or 0) for t in traces):
+        trace.meta[UNFINISHED_KEY] = unfinished
     return trace
 
 

@@ -1,5 +1,6 @@
 """The per-rank summary: wall time, CPU and GPU busy, time inside collectives, steps, and the
-straggler named. :mod:`nbprof.ranks.sql` computes the same figures from Parquet files with DuckDB.
+straggler named. :mod:`nbprof.formats.ranks_sql` computes the same figures from Parquet files with
+DuckDB.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 (plain columns or torch's own record objects); :mod:`.convert` turns those into a :class:`nbprof.Trace`,
 with :mod:`.match_events` (legacy ops to Kineto's), :mod:`.own_cuda_calls` (the profiler's own CUDA
 calls, left out of the view), :mod:`.gpu_clock` (anchors and drift) and :mod:`.overhead` (what
-profiling cost). Imports the model (and :mod:`nbprof.ranks` for a rank's identity under torchrun).
+profiling cost), :mod:`.distributed` (a rank's identity under torchrun, written into the meta).
+Imports the model and nothing else of nbprof's.
 
 - :mod:`.native`: nbprof's own RecordFunction observer (C++, built on first use into a keyed cache):
   every thread's ops on the CPU at under half Kineto's cost, read back as numpy columns; the CPU

@@ -8,7 +8,9 @@ record's ``device_resource_id``). Raw records are read with one unbound-method `
 ``gpu_fallback=True`` selects ``KINETO_GPU_FALLBACK``: a CUDA event pair per op that yields only
 whole-microsecond GPU durations (``cuda_elapsed_us``), for a torch without the legacy CUDA path.
 
-``kernels=True`` adds ``ProfilerActivity.CUDA`` (CUPTI); with it (or ``correlated=True``)
+``kernels=True`` adds ``ProfilerActivity.CUDA`` (CUPTI); ``cpu=False`` leaves the CPU activity
+out (CUPTI's side alone, beside nbprof's native observer: no second callback per op); with
+kernels (or ``correlated=True``)
 ``stop()`` returns :class:`KinetoRecords`: the CPU rows (ops and the CUDA runtime calls) with
 their correlation ids and thread ids, and the kernels, memcpys and memsets with the correlation
 id of the op that launched them.
@@ -97,7 +99,10 @@ class KinetoCpuRecorder:
     """Turns Kineto CPU profiling on and off; ``stop()`` returns :class:`CpuRecords`."""
 
     def __init__(self, *, record_shapes: bool = False, with_stack: bool = False,
-                 gpu_fallback: bool = False, kernels: bool = False, correlated: bool = False):
+                 gpu_fallback: bool = False, kernels: bool = False, correlated: bool = False,
+                 cpu: bool = True):
+        if not (cpu or kernels):
+            raise ValueError("a Kineto session without the CPU activity needs kernels=True")
         self.record_shapes = record_shapes
         self.with_stack = with_stack
         self.gpu_fallback = gpu_fallback
@@ -118,7 +123,7 @@ class KinetoCpuRecorder:
         self.all_threads = "profile_all_threads" in options
         self._config = ProfilerConfig(state, record_shapes, False, with_stack, False, False,
                                       experimental)
-        self._activities = {ProfilerActivity.CPU}
+        self._activities = {ProfilerActivity.CPU} if cpu else set()
         if kernels:
             self._activities.add(ProfilerActivity.CUDA)
 

@@ -1,4 +1,9 @@
-"""GPU intervals for numba launches on a real GPU, two ways.
+"""GPU intervals for numba launches on a real GPU: through nbprof's native recorder where it
+records (:class:`NativeRanges`), else two ways.
+
+- **the native recorder's own ranges** (ranges.h): each launch is a range of its thread in the
+  recorder's buffers, exactly like an op (its clock, depth, nesting), and in a session with CUDA
+  events a pooled event pair on the launch's own stream, placed with the ops' (same anchors).
 
 - **torch's legacy profiler**, on the threads it records (the one that started the profile and
   torch's autograd workers): the launch runs inside a record_function named like its slice, so
@@ -194,3 +199,28 @@ def record_function_ops(trace, timed: dict) -> dict:
                 found[launch] = int(free[op])
                 taken.add(int(free[op]))
     return found
+
+
+class NativeRanges:
+    """A numba launch as a native range: ``begin(qualname, raw stream handle)`` pushes the range
+    ``<prefix><qualname>`` (True where it was recorded; None where it could not be pushed, so no
+    pop), ``end()`` pops it. The ids of names and streams are looked up once each: a push passes
+    three small ints."""
+
+    def __init__(self, library, prefix: str):
+        self._name_id, self._stream_id, self._push, self.end = library.range_calls()
+        self._prefix = prefix
+        self._names: dict[str, int] = {}
+        self._streams: dict[int, int] = {0: 0}
+
+    def begin(self, qualname: str, handle: int):
+        name_id = self._names.get(qualname)
+        if name_id is None:
+            name_id = self._names[qualname] = self._name_id(self._prefix + qualname)
+        stream_id = self._streams.get(handle)
+        if stream_id is None:
+            stream_id = self._streams[handle] = self._stream_id(handle)
+        if name_id < 0 or stream_id < 0:  # a table full (65536 names, 4096 streams): a plain slice
+            return None
+        return self._push(name_id, stream_id, -1) == 1  # -1: the current device, numba's
+

@@ -8,9 +8,13 @@ two ``time.time_ns()`` reads (the wall clock Kineto's records use, so numba slic
 torch ops), the launch configuration, the argument shapes/dtypes and the caller's file and line,
 in a side list that :meth:`NumbaLaunchRecorder.add_to` turns into events of the finished Trace.
 
-On a GPU every launch also gets a GPU interval on the stream it ran on (:mod:`.numba_gpu`): on
-threads torch's legacy profiler records, through a record_function on the launch's stream (its
-op becomes the launch's slice); elsewhere through a numba event pair and this recorder's anchor.
+Where nbprof's native recorder records, each launch is one of its ranges instead (pushed and
+popped around numba's launch on its thread, :class:`~.numba_gpu.NativeRanges`): the slice is the
+native record, nested among that thread's ops, and on a GPU its event pair goes on the launch's
+stream. Otherwise, on a GPU every launch also gets a GPU interval on the stream it ran on
+(:mod:`.numba_gpu`): on threads torch's legacy profiler records, through a record_function on the
+launch's stream (its op becomes the launch's slice); elsewhere through a numba event pair and
+this recorder's anchor.
 A launch that compiles first has its GPU interval start after the compilation, so it holds the
 kernel, not the JIT; the compilation itself becomes a child slice ``numba::compile <qualname>``
 (numba-cuda's ``numba-cuda:compiler_lock`` event: the installed 0.30.4 emits no
@@ -29,7 +33,7 @@ from time import time_ns
 
 
 from ..model import Trace
-from .numba_gpu import NumbaEventClock, TorchLaunchTiming, record_function_ops
+from .numba_gpu import NativeRanges, NumbaEventClock, TorchLaunchTiming, record_function_ops
 from .numba_rows import (NewRows, argument_signature, dim3, entry_names, event_intervals_of,
                          line_of, link_cupti_kernels, raw_argument, source_location)
 
@@ -41,13 +45,15 @@ NOTE_NO_GPU_TIMES = ("numba kernels: CPU slices only ({why}), no GPU intervals."
 NOTE_UNTIMED = "{count} numba launches could not be timed on the GPU ({error}): no GPU interval."
 NOTE_UNPAIRED = ("{count} CUPTI kernels of numba functions could not be paired with their "
                  "launches (the counts differ): not linked.")
-NOTE_UNMATCHED = ("{count} numba launches timed by torch's profiler are missing from its records:"
+NOTE_UNMATCHED = ("{count} numba launches timed by {recorder} are missing from its records:"
                   " CPU slices only.")
 
 NAME_PREFIX = "numba::"
 COMPILE_PREFIX = "numba::compile "
 LAUNCH_FIELDS = 14
 TORCH_TIMED = "torch"  # a launch's events field: timed by torch's profiler (a record_function)
+NATIVE_TIMED = "native"  # ... recorded as a range of the native recorder
+RECORDED_BY = {TORCH_TIMED: "torch's profiler", NATIVE_TIMED: "nbprof's native recorder"}
 _RECORD_FAILED = "numba could not record its events on the launch's stream"
 
 
@@ -101,8 +107,11 @@ class NumbaLaunchRecorder:
     """``start()`` swaps numba's launch path for a recording one, ``stop()`` restores it (never
     raises for the restore), ``add_to(trace)`` returns the Trace with the launches in it."""
 
-    def __init__(self, *, gpu: bool, no_gpu_reason: str = "no GPU"):
+    def __init__(self, *, gpu: bool, no_gpu_reason: str = "no GPU", native=None):
+        """``native``: the native recorder's library where it records this profile (each launch
+        then becomes one of its ranges)."""
         self.want_gpu = gpu
+        self._native = native
         self.no_gpu_reason = no_gpu_reason
         self.notes: list[str] = []  # for every trace (why nothing could be recorded)
         self._launch_notes: list[str] = []  # for a trace with numba launches in it
@@ -157,7 +166,11 @@ class NumbaLaunchRecorder:
         else:
             from numba.cuda import dispatcher
             owner = dispatcher._LaunchConfiguration
-            self._start_gpu_timing(cuda)
+            if self._native is not None:  # its ranges carry their own CUDA events
+                if not self.want_gpu:
+                    self._launch_notes.append(NOTE_NO_GPU_TIMES.format(why=self.no_gpu_reason))
+            else:
+                self._start_gpu_timing(cuda)
             wrapper = self._launch_wrapper(owner.__call__)
         self._restore = (owner, "__call__", owner.__dict__["__call__"])
         self._listen_for_compiles()
@@ -201,10 +214,15 @@ class NumbaLaunchRecorder:
     # -- the launch paths (hot: keep them short) ------------------------------------------------
 
     def _launch_wrapper(self, original):
+        """Real mode: each launch a native range where the native recorder records (on a GPU
+        session with its own event pair); else, on a GPU, timed by torch's record_function or
+        numba's events."""
         launches, local, signature_ids = self._launch_fields, self._local, self._signature_ids
         pair = self._clock.pool.pair if self._clock else None
         torch_timing = self.torch_timing
         torch_covers = torch_timing.covers_this_thread if torch_timing else None
+        ranges = NativeRanges(self._native, NAME_PREFIX) if self._native is not None else None
+        begin, end = (ranges.begin, ranges.end) if ranges is not None else (None, None)
 
         def __call__(launch_config, *args):  # noqa: N807  (it replaces numba's __call__)
             caller = sys._getframe(1)
@@ -212,23 +230,30 @@ class NumbaLaunchRecorder:
             handle = stream_handle(stream)
             dispatcher = launch_config.dispatcher
             qualname = dispatcher.py_func.__qualname__
-            on_stream = torch_timing.stream_context(handle) if torch_covers and torch_covers() \
-                else None
-            events = TORCH_TIMED if on_stream is not None else pair() if pair else None
-            local.launch = (qualname, events, stream)
             start_ns = time_ns()
+            if begin is not None:
+                on_stream, recorded = None, begin(qualname, handle)
+                events = NATIVE_TIMED if recorded else None
+            else:
+                on_stream = torch_timing.stream_context(handle) if torch_covers and \
+                    torch_covers() else None
+                events = TORCH_TIMED if on_stream is not None else pair() if pair else None
+                recorded = None
+            local.launch = (qualname, events, stream)
             error = None
             try:
                 if on_stream is not None:
                     with on_stream, torch_timing.record_function(NAME_PREFIX + qualname):
                         return original(launch_config, *args)
-                if events is not None and not _record(events, 0, stream):
+                if type(events) is tuple and not _record(events, 0, stream):
                     events = _RECORD_FAILED
                 return original(launch_config, *args)
             except BaseException as raised:
                 error = type(raised).__name__
                 raise
             finally:
+                if recorded is not None:
+                    end()
                 if type(events) is tuple and not _record(events, 1, stream):
                     events = _RECORD_FAILED
                 end_ns = time_ns()
@@ -249,12 +274,14 @@ class NumbaLaunchRecorder:
 
     def _simulator_wrapper(self, original, simulator_kernel):
         launches, signature_ids = self._launch_fields, self._signature_ids
+        ranges = NativeRanges(self._native, NAME_PREFIX) if self._native is not None else None
 
         def __call__(kernel, *args):  # noqa: N807  (it replaces FakeCUDAKernel.__call__)
             if kernel._device or simulator_kernel._kernel_context is not None:
                 return original(kernel, *args)  # a device function, or a call inside a kernel
             caller = sys._getframe(1)
             start_ns = time_ns()
+            recorded = ranges.begin(kernel.fn.__qualname__, 0) if ranges else None
             error = None
             try:
                 return original(kernel, *args)
@@ -262,13 +289,16 @@ class NumbaLaunchRecorder:
                 error = type(raised).__name__
                 raise
             finally:
+                if recorded is not None:
+                    ranges.end()
                 end_ns = time_ns()
                 signature = tuple(map(raw_argument, args))
                 launches.extend((
                     threading.get_native_id(), start_ns, end_ns, kernel.fn.__qualname__,
                     kernel.grid_dim, kernel.block_dim, int(kernel.stream or 0),
                     kernel.dynshared_size, signature_ids.setdefault(signature, len(signature_ids)),
-                    caller.f_code, caller.f_lasti, None, error, kernel.fn))
+                    caller.f_code, caller.f_lasti, NATIVE_TIMED if recorded else None, error,
+                    kernel.fn))
 
         return __call__
 
@@ -322,16 +352,16 @@ class NumbaLaunchRecorder:
         base = int(meta.get("base_time_ns", 0))
         launches = self.launches
         timed = {index: (launch[0], NAME_PREFIX + launch[3], launch[1] - base, launch[2] - base)
-                 for index, launch in enumerate(launches) if launch[11] == TORCH_TIMED}
+                 for index, launch in enumerate(launches) if launch[11] in RECORDED_BY}
         op_of = record_function_ops(trace, timed)
         op_rows = [op_of.get(index, -1) for index in range(len(launches))]
         compile_ends = _compile_ends(self.compiles)
         op_intervals = event_intervals_of(trace, {row for row in op_rows if row >= 0})
         numba_timed = self._numba_intervals(launches, base)
-        unmatched, own_rows = 0, []
+        unmatched, own_rows = {}, []
         for index, (launch, op_row) in enumerate(zip(launches, op_rows)):
-            if launch[11] == TORCH_TIMED and op_row < 0:
-                unmatched += 1
+            if launch[11] in RECORDED_BY and op_row < 0:
+                unmatched[launch[11]] = unmatched.get(launch[11], 0) + 1
             own = self._add_launch(rows, launch, base, op_row, compile_ends, op_intervals,
                                    numba_timed.get(index))
             if own is not None:
@@ -349,8 +379,9 @@ class NumbaLaunchRecorder:
         if self._untimed:
             meta["notes"].append(NOTE_UNTIMED.format(count=self._untimed,
                                                      error=self._untimed_error))
-        if unmatched:
-            meta["notes"].append(NOTE_UNMATCHED.format(count=unmatched))
+        for recorded_by, count in unmatched.items():
+            meta["notes"].append(NOTE_UNMATCHED.format(count=count,
+                                                       recorder=RECORDED_BY[recorded_by]))
         return rows.build(meta)
 
     def _numba_intervals(self, launches, base_ns: int) -> dict:
@@ -401,19 +432,28 @@ class NumbaLaunchRecorder:
                            if start_ns <= end <= end_ns), default=None)
         # its GPU interval says how it was launched too, as a CUPTI kernel's args do
         config = {key: args[key] for key in LAUNCH_CONFIG}
-        if op_row >= 0:  # torch's profiler timed it: its op is the launch's slice (and Kineto
-            # links CUPTI's kernel to that op by correlation)
+        native = events == NATIVE_TIMED
+        if op_row >= 0:  # torch's profiler timed it (a record_function), or the native recorder
+            # recorded it as its range: that op is the launch's slice
             rows.annotate(op_row, args)
             for gpu_row in op_intervals.get(op_row, ()):
                 gpu_start = int(rows.trace.gpu_start_ns[gpu_row])
                 clipped = None if compiled_ns is None else min(max(gpu_start, compiled_ns),
                                                                int(rows.trace.gpu_end_ns[gpu_row]))
-                rows.move_gpu(gpu_row, stream, {**config, "stream handle": hex(handle)}, clipped)
-            return None
-        row = rows.cpu(tid, start_ns - base_ns, end_ns - base_ns, name, args)
-        own = (name, row, start_ns - base_ns, args)
+                # the native records know the stream (torch's id, shared with its ops)
+                rows.move_gpu(gpu_row, None if native else stream,
+                              {**config, "stream handle": hex(handle)}, clipped)
+            if not native:  # Kineto links CUPTI's kernel to torch's op by correlation
+                return None
+            rows.set_category(op_row)
+            row, cpu_start_ns = op_row, int(rows.trace.start_ns[op_row])
+            cpu_end_ns = int(rows.trace.end_ns[op_row])
+        else:
+            row = rows.cpu(tid, start_ns - base_ns, end_ns - base_ns, name, args)
+            cpu_start_ns, cpu_end_ns = start_ns - base_ns, end_ns - base_ns
+        own = (name, row, cpu_start_ns, args)
         if self.simulator:
-            rows.gpu(start_ns - base_ns, end_ns - base_ns, name, stream, row,
+            rows.gpu(cpu_start_ns, cpu_end_ns, name, stream, row,
                      {**config, "simulated": "the simulator's run on the CPU"})
         elif events == _RECORD_FAILED:
             self._untimed += 1

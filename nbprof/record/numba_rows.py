@@ -93,6 +93,7 @@ class NewRows:
         if category not in self.categories:
             self.categories.append(category)
         self.category = self.categories.index(category)  # of the CPU rows added here
+        self.category_column = trace.category  # copied on the first change (set_category)
         self.cpu_rows: list = []  # (start_ns, end_ns, lane, name_id)
         self.gpu_rows: list = []  # (start_ns, end_ns, name_id, stream, launch row)
         self.event_args = dict(trace.event_args)
@@ -131,10 +132,18 @@ class NewRows:
         """The existing CPU event ``row`` gets ``args`` (a torch-timed launch's record_function)."""
         self.event_args[row] = {**self.event_args.get(row, {}), **args}
 
-    def move_gpu(self, gpu_row: int, stream: int, args: dict, start_ns: int | None = None):
-        """The existing GPU interval ``gpu_row`` is on ``stream`` (the legacy records do not say)
-        and, where given, starts at ``start_ns``."""
-        self.gpu_stream[gpu_row] = stream
+    def set_category(self, row: int) -> None:
+        """The existing CPU event ``row`` is this category's (a launch the native recorder
+        recorded as a range of its thread)."""
+        if self.category_column is self.trace.category:
+            self.category_column = self.trace.category.copy()
+        self.category_column[row] = self.category
+
+    def move_gpu(self, gpu_row: int, stream: int | None, args: dict, start_ns: int | None = None):
+        """The existing GPU interval ``gpu_row`` is on ``stream`` (the legacy records do not say;
+        None: it stays where it is) and, where given, starts at ``start_ns``."""
+        if stream is not None:
+            self.gpu_stream[gpu_row] = stream
         if start_ns is not None:
             self.gpu_start_ns[gpu_row] = start_ns
         self.gpu_args[gpu_row] = {**self.gpu_args.get(gpu_row, {}), **args}
@@ -154,7 +163,7 @@ class NewRows:
             thread=np.concatenate([trace.thread, cpu[:, 2]]),
             name_id=np.concatenate([trace.name_id, cpu[:, 3]]), names=self.names,
             threads=self.threads,
-            category=np.concatenate([trace.category, np.full(len(cpu), self.category)]),
+            category=np.concatenate([self.category_column, np.full(len(cpu), self.category)]),
             categories=self.categories,
             gpu_start_ns=np.concatenate([self.gpu_start_ns, gpu[:, 0]]),
             gpu_end_ns=np.concatenate([trace.gpu_end_ns, gpu[:, 1]]),

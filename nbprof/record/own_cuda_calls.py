@@ -23,7 +23,9 @@ REACH_NS = 20_000  # how far from the record's time its own call may lie
 
 
 def own_cuda_calls(names, start_ns, tid, *, event_times: dict, windows=(),
-                   tolerance_ns: int = TOLERANCE_NS, reach_ns: int = REACH_NS) -> np.ndarray:
+                   tolerance_ns: int = TOLERANCE_NS, reach_ns: int = REACH_NS,
+                   calls_after=CALLS_AFTER_THE_TIME, calls_before=CALLS_BEFORE_THE_TIME
+                   ) -> np.ndarray:
     """A mask of the rows that are the profiler's own (True: leave out).
 
     ``names``, ``start_ns``, ``tid``: the rows (Kineto CPU records or CUPTI runtime rows; epoch ns,
@@ -31,6 +33,8 @@ def own_cuda_calls(names, start_ns, tid, *, event_times: dict, windows=(),
     records that carry a CUDA event (:func:`legacy_event_times`, keyed through the match of
     legacy thread ids to OS tids). ``windows``: ``(tid, start_ns, end_ns)`` of nbprof's own
     recorder calls; every row of that thread that starts inside one is the profiler's.
+    ``calls_after`` / ``calls_before``: the names its event recording calls right after / before
+    each of those times (the legacy stub's by default; the native observer's differ).
     """
     start_ns = np.asarray(start_ns, np.int64)
     tid = np.asarray(tid, np.int64)
@@ -44,12 +48,12 @@ def own_cuda_calls(names, start_ns, tid, *, event_times: dict, windows=(),
     order = np.lexsort((mark_ns, mark_tid))
     mark_tid, mark_ns = mark_tid[order], mark_ns[order]
     names = np.asarray(names, dtype=object)
-    for name in CALLS_AFTER_THE_TIME + CALLS_BEFORE_THE_TIME:
+    for name in (*calls_after, *calls_before):
         rows = np.flatnonzero((names == name) & ~own)
         if not len(rows):
             continue
         rows = rows[np.lexsort((start_ns[rows], tid[rows]))]
-        if name in CALLS_AFTER_THE_TIME:
+        if name in calls_after:
             claimed = _claim_first_after(tid[rows], start_ns[rows], mark_tid, mark_ns,
                                          tolerance_ns, reach_ns)
         else:  # the same walk backwards in time: the last call before each record's time

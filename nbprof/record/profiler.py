@@ -16,11 +16,12 @@ import numpy as np
 import torch
 
 from .convert import cpu_records_to_trace, drop_own_cuda_calls, legacy_records_to_trace
-from ..model import Thread, Trace
+from ..model import KIND_OP, Thread, Trace
 from .overhead import overhead_meta
-from ..ranks import distributed_meta  # rank, world size, local rank, host under torchrun
+from .distributed import distributed_meta  # rank, world size, local rank, host under torchrun
 from . import calibrate, forks
-from .match_events import gpu_records_to_trace, is_runtime_call
+from .match_events import NOTE_KERNELS_OFF, NOTE_NO_CUPTI_KERNELS, gpu_records_to_trace, \
+    is_runtime_call
 from .native.recorder import NativeRecorder, native_or_why
 from .native.memory_records import memory_of
 from .native.to_trace import native_records_to_trace
@@ -69,8 +70,6 @@ NOTE_NO_MEMORY = ("memory=True, but no memory was recorded: torch's profiler rec
 _MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_NATIVE_EVENTS = ("nbprof's native recorder: a pooled CUDA event pair per op on the op's "
                       "stream, every thread's ops.")
-NOTE_NATIVE_NO_KERNELS = ("CUPTI kernels are not recorded with recorder='native' yet: "
-                          "recorder='auto' records them through torch's profiler.")
 NOTE_NATIVE_GPU_OPT_IN = ("Recorded through torch's CUDA-event profiler: nbprof's native recorder "
                           "records CUDA events too (recorder='native'), but stays opt-in on a GPU "
                           "until its cost and accuracy have been measured on one.")
@@ -106,8 +105,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
     ``recorder``: "auto" (nbprof's native observer where it builds and can record what was
     asked, else torch's profiler, ``meta["notes"]`` saying why), "native" (required) or "torch".
     ``trace.meta["recorder"]`` says which recorded. On a GPU "auto" stays on torch's CUDA-event
-    path for now; "native" records a pooled CUDA event pair per op (no CUPTI kernels yet), for
-    the ops at a depth below ``gpu_depth`` (None: every op; 1: the outermost only, cheapest).
+    path for now; "native" records a pooled CUDA event pair per op, for the ops at a depth below
+    ``gpu_depth`` (None: every op; 1: the outermost only, cheapest), and CUPTI's kernels as
+    ``kernels`` says (a Kineto session with the CUDA activity only, linked to the native ops).
     """
 
     def __init__(self, *, cuda: bool | None = None, record_shapes: bool = False,
@@ -179,7 +179,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                     self._calibrate_memory()
                     self._own_windows = [(self._starting_thread.tid, self._base_time_ns,
                                           time.time_ns())]
-                    self._numba_launches = NumbaLaunchRecorder(gpu=self._meta["cuda"])
+                    self._numba_launches = NumbaLaunchRecorder(
+                        gpu=self._meta["cuda"], native=self._recorder.library
+                        if isinstance(self._recorder, NativeRecorder) else None)
                     self._numba_launches.start()
                     self._graphs = GraphCaptures(self._legacy_part())
                     self._graphs.start()
@@ -260,10 +262,17 @@ class profile:  # noqa: N801  (a context manager named like torch's)
 
     def _to_trace(self, raw, known_names: dict) -> Trace:
         if isinstance(self._recorder, NativeRecorder):
+            cuda = self._recorder.cuda_records
+            tids = set(raw.os_tids.tolist()) | (set(cuda.cpu.tid.tolist()) if cuda else set())
             trace = native_records_to_trace(
                 raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
-                thread_names=name_threads(set(raw.os_tids.tolist()), known_names),
-                first_tid=self._starting_thread.tid, meta=self._meta)
+                thread_names=name_threads(tids, known_names),
+                first_tid=self._starting_thread.tid, meta=self._meta, cuda=cuda,
+                windows=[*self._own_windows, *self._recorder.windows])
+            self._recorder.cuda_records = None
+            if self._recorder.gpu:
+                trace.meta.setdefault("kernels", False)  # as on torch's path: CUPTI's or not
+                trace.meta["notes"].extend(self._native_kernel_notes(trace))
             if self._recorder.memory_records is not None:
                 trace.memory = memory_of(self._recorder.memory_records, trace, self._base_time_ns,
                                          drop_windows=self._memory_windows)
@@ -339,22 +348,29 @@ class profile:  # noqa: N801  (a context manager named like torch's)
         return recorder, meta
 
     def _native_gpu(self, meta: dict):
-        """recorder='native' on a GPU: the observer with a pooled CUDA event pair per op. CUPTI
-        kernels are not linked to its ops yet: kernels=True is refused, None records none."""
-        if self.kernels:
-            raise RuntimeError("kernels=True cannot be recorded with recorder='native' yet: use "
-                               "recorder='auto' (torch's profiler records the kernels) or "
-                               "kernels=None")
+        """recorder='native' on a GPU: the observer with a pooled CUDA event pair per op and,
+        where kernels are wanted, a Kineto session with the CUDA activity only beside it (CUPTI's
+        calls and kernels, linked to the native ops by their call's thread and time)."""
+        kernels = self._kernels_wanted()
+        session = KinetoCpuRecorder(kernels=True, cpu=False, correlated=True) if kernels else None
         native, _ = native_or_why("native", with_stack=self.with_stack,
                                   record_shapes=self.record_shapes, memory=self.memory, gpu=True,
-                                  gpu_depth=self.gpu_depth, anchor_devices=cuda_devices_in_use())
-        self._kernels_why_not = "recorder='native' records CUDA events only"
-        notes = [NOTE_OP_INTERVALS, NOTE_NATIVE_EVENTS]
-        if self.kernels is None and kernels_supported():
-            notes.append(NOTE_NATIVE_NO_KERNELS)
+                                  gpu_depth=self.gpu_depth, anchor_devices=cuda_devices_in_use(),
+                                  cuda_session=session, cuda_required=bool(self.kernels))
         meta.update(backend="native-cuda-events", cuda=True, all_threads=True, **native.meta(),
-                    notes=notes)
+                    notes=[NOTE_OP_INTERVALS, NOTE_NATIVE_EVENTS])
         return native, meta
+
+    def _native_kernel_notes(self, trace: Trace) -> list[str]:
+        """What the notes say about CUPTI's kernels on the native path (as on torch's)."""
+        if self._recorder.cuda_error:
+            return [f"CUPTI would not start beside the native recorder "
+                    f"({self._recorder.cuda_error}): kernels are not shown one by one."]
+        if self._recorder.cuda_session is None:
+            return [NOTE_KERNELS_OFF.format(why=self._kernels_why_not or "kernels=False")]
+        if not trace.meta.get("kernels") and (trace.gpu_kind == KIND_OP).any():
+            return [NOTE_NO_CUPTI_KERNELS]
+        return []
 
     def _native_or_why(self):
         """The native recorder for a CPU profile, or why torch's records it ("" if asked)."""

@@ -7,9 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch._C._profiler import _ExperimentalConfig
 
 import nbprof
+from nbprof.model import KIND_KERNEL, KIND_OP
 from nbprof.record import native
+from nbprof.record.kineto_cpu import kernels_supported
+from nbprof.record.match_events import is_runtime_call
 from nbprof.record.native.to_trace import native_records_to_trace
 
 pytestmark = [pytest.mark.gpu,
@@ -29,8 +33,10 @@ def library():
 
 
 def _intervals(trace, name):
-    """(GPU start, GPU end) in ns of each GPU interval whose op is `name`, in time order."""
-    rows = [k for k, op in enumerate(trace.gpu_launch) if trace.names[trace.name_id[op]] == name]
+    """(GPU start, GPU end) in ns of each op's CUDA-event interval whose op is `name`, in time
+    order (not the kernels CUPTI records beside them, kernels=None)."""
+    rows = [k for k, op in enumerate(trace.gpu_launch)
+            if trace.gpu_kind[k] == KIND_OP and trace.names[trace.name_id[op]] == name]
     return [(int(trace.gpu_start_ns[k]), int(trace.gpu_end_ns[k])) for k in rows]
 
 
@@ -153,5 +159,117 @@ def test_anchor_error_and_idle_placement(library):
     print("gpu clock", clock)
     assert clock["anchors"] == 2 and 0 <= clock["anchor_error_ns"] <= ANCHOR_ERROR_NS
     adds = [row for row in range(len(trace)) if trace.names[trace.name_id[row]] == "aten::add_"]
-    starts = dict(zip(trace.gpu_launch.tolist(), trace.gpu_start_ns.tolist()))
+    events = trace.gpu_kind == KIND_OP
+    starts = dict(zip(trace.gpu_launch[events].tolist(), trace.gpu_start_ns[events].tolist()))
     assert len(adds) == 20 and all(starts[row] >= trace.start_ns[row] - 5_000 for row in adds)
+
+
+needs_cupti = pytest.mark.skipif(not kernels_supported(), reason="this torch has no CUPTI")
+
+
+def _kernel_launchers(trace):
+    """(kernel name, the name of the op it is linked to), in the kernels' start order."""
+    rows = np.flatnonzero(trace.gpu_kind == KIND_KERNEL)
+    return [(trace.names[trace.gpu_name_id[k]], trace.names[trace.name_id[trace.gpu_launch[k]]])
+            for k in rows]
+
+
+def _workload(model, x, a, b):
+    for _ in range(5):
+        torch.mm(a, b)
+    with torch.autograd.profiler.record_function("step"):
+        model(x).sum().backward()
+    torch.cuda.synchronize()
+
+
+@needs_cupti
+def test_kernels_land_on_the_ops_torch_profiler_links_them_to(library):
+    """The same workload under torch.profiler (CPU+CUDA: torch's own correlation) and under
+    the native recorder with kernels (CUDA-only Kineto, linked by thread and time): every kernel
+    in the same order, on an op of the same name; autograd's thread included."""
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                torch.nn.Linear(256, 1)).cuda()
+    x = torch.randn(64, 256, device="cuda")
+    a, b = _matrices()
+    _workload(model, x, a, b)  # warm: module loads, cuBLAS handles
+    activity = torch.profiler.ProfilerActivity
+    with torch.profiler.profile(activities=[activity.CPU, activity.CUDA],
+                                experimental_config=_ExperimentalConfig(
+                                    profile_all_threads=True)) as reference:
+        _workload(model, x, a, b)
+    expected = []
+    by_id = {}
+    for event in reference.profiler.kineto_results.events():
+        if event.device_type() == torch.autograd.DeviceType.CPU and \
+                not is_runtime_call(event.name()):  # a call's id is CUPTI's: another space
+            by_id.setdefault(event.correlation_id(), event.name())
+    for event in sorted(reference.profiler.kineto_results.events(), key=lambda e: e.start_ns()):
+        if event.device_type() == torch.autograd.DeviceType.CUDA and \
+                event.activity_type() == "kernel":
+            expected.append((event.name(), by_id.get(event.linked_correlation_id(), "?")))
+    with nbprof.profile(recorder="native", kernels=True) as prof:
+        _workload(model, x, a, b)
+    trace = prof.trace
+    assert trace.meta["recorder"] == "native" and trace.meta["kernels"], trace.meta["notes"]
+    found = _kernel_launchers(trace)
+    print(f"{len(found)} kernels; first: {found[:3]}; own CUDA calls left out: "
+          f"{trace.meta['own_cuda_calls']}")
+    assert found == expected
+    names = np.asarray(trace.names, dtype=object)
+    kernels = np.flatnonzero(trace.gpu_kind == KIND_KERNEL)
+    assert set(names[trace.name_id[trace.gpu_call[kernels]]]) <= {"cudaLaunchKernel",
+                                                                  "cuLaunchKernel",
+                                                                  "cudaLaunchKernelExC"}
+    # the observer's own calls (2 per event, 4 per op) are none of the rows
+    rows = names[trace.name_id]
+    assert not (rows == "cudaEventRecord").any() and not (rows == "cudaStreamIsCapturing").any()
+    lanes = {int(trace.thread[trace.gpu_launch[k]]) for k in kernels}
+    assert lanes - {0}, "autograd's device thread launched kernels too"
+
+
+@needs_cupti
+def test_events_and_kernels_agree_per_op_and_kernels_none_records_them(library):
+    a, b = _matrices()
+    with nbprof.profile(recorder="native") as prof:  # kernels=None: CUPTI where torch has it
+        for _ in range(20):
+            torch.mm(a, b)  # queued: each waits for the previous one
+        torch.cuda.synchronize()
+    trace = prof.trace
+    assert trace.meta["kernels"]
+    print(trace.gpu_agreement())
+    kernels = np.flatnonzero(trace.gpu_kind == KIND_KERNEL)
+    ops = trace.gpu_launch[kernels]
+    events = np.flatnonzero(trace.gpu_kind == KIND_OP)
+    event_ns = dict(zip(trace.gpu_launch[events].tolist(),
+                        (trace.gpu_end_ns[events] - trace.gpu_start_ns[events]).tolist()))
+    mm = sorted(set(ops.tolist()), key=lambda op: trace.start_ns[op])
+    assert len(mm) == 20 and {trace.names[trace.name_id[op]] for op in mm} == {"aten::mm"}
+    for op in mm[1:]:  # the first starts on an idle GPU: its events hold its launch too
+        own = kernels[ops == op]  # cuBLAS may run more than one kernel for an mm
+        span_ns = int(trace.gpu_end_ns[own].max() - trace.gpu_start_ns[own].min())
+        assert span_ns >= 50_000 and abs(event_ns[op] - span_ns) <= 0.02 * span_ns
+
+
+def test_kernels_false_records_events_only_and_says_so(library):
+    x = torch.ones(1024, device="cuda")
+    with nbprof.profile(recorder="native", kernels=False) as prof:
+        for _ in range(10):
+            x = x + 1
+    trace = prof.trace
+    assert not (trace.gpu_kind == KIND_KERNEL).any() and len(_intervals(trace, "aten::add")) == 10
+    assert any("kernels=False" in note for note in trace.meta["notes"])
+
+
+@needs_cupti
+def test_torch_profiler_inside_a_native_block_with_kernels_takes_over_cleanly(library):
+    x = torch.ones(1024, device="cuda")
+    with pytest.warns(RuntimeWarning):
+        with nbprof.profile(recorder="native", kernels=True) as prof:
+            x = x + 1
+            with torch.profiler.profile() as inner:
+                x = x + 1
+    assert any(event.name == "aten::add" for event in inner.events())
+    assert len(_intervals(prof.trace, "aten::add")) == 1
+    with nbprof.profile(recorder="native", kernels=True) as again:  # nothing was left on
+        x = x + 1
+    assert len(_intervals(again.trace, "aten::add")) == 1 and again.trace.meta["kernels"]

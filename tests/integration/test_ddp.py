@@ -3,9 +3,11 @@ rank files merged into one page and summarised (what `make demo-ddp` does)."""
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import nbprof
@@ -46,8 +48,12 @@ def test_the_ranks_merge_into_one_page_and_summary(job):
     assert merged.meta["merged_ranks"] == [0, 1]
     rank1 = merged.meta["ranks"][1]
     assert rank1["collectives_matched"] > 0  # gloo's ops lined the clocks up
-    # one host, one clock: the collectives agree with it to well under a millisecond
-    assert abs(rank1["collective_offset_ns"]) < 1_000_000
+    # One host, one clock: the collectives must leave rank 1 where that clock puts it, to within
+    # what they can tell (a fixed 1 ms failed on a loaded machine: a rank woken late in a
+    # collective ends it late, and the ends disagreed by 2 ms).
+    low_ns, high_ns = shifts_the_collectives_allow(job)
+    assert low_ns <= 0 <= high_ns  # the ranks' recorded times agree with one clock
+    assert low_ns <= rank1["collective_offset_ns"] <= high_ns
     summary = merged.rank_summary()
     rows = summary.to_dict("records")
     assert [len(row["steps"]) for row in rows] == [3, 3]
@@ -59,3 +65,28 @@ def test_the_ranks_merge_into_one_page_and_summary(job):
     page = job / "job.html"
     assert main(["view", str(job / "traces"), "-o", str(page)]) == 0
     assert "2 ranks merged" in page.read_text()
+
+
+def shifts_the_collectives_allow(job) -> tuple[int, int]:
+    """The shifts of rank 1's clock (ns) under which no all-reduce (all-gather, barrier) ends on one
+    rank before it started on the other, which none can: each needs both ranks' data. Quiet, they
+    span a few hundred µs; under load they widen as the ranks' wake-ups do."""
+    singles = [nbprof.load(job / "traces" / f"step.rank{rank}.json.gz") for rank in (0, 1)]
+    lowest, highest = [], []
+    for name in sorted(set(singles[0].names) & set(singles[1].names)):
+        if not re.fullmatch(r"gloo:(all_reduce|all_gather|barrier)", name):
+            continue
+        (starts0, ends0), (starts1, ends1) = [on_the_clock(trace, name) for trace in singles]
+        assert len(starts0) == len(starts1), name  # the k-th of each rank is the same collective
+        lowest.append((starts0 - ends1).max())
+        highest.append((ends0 - starts1).min())
+    assert lowest, "no all-reduce recorded on both ranks"
+    return int(max(lowest)), int(min(highest))
+
+
+def on_the_clock(trace, name):
+    """(starts, ends) on the host's clock of the ops called ``name``, in the order of their ends."""
+    rows = np.flatnonzero(trace.name_id == trace.names.index(name))
+    rows = rows[np.argsort(trace.end_ns[rows], kind="stable")]
+    base = trace.meta["base_time_ns"]
+    return trace.start_ns[rows] + base, trace.end_ns[rows] + base

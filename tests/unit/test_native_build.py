@@ -71,3 +71,27 @@ def test_a_compile_still_running_does_not_hold_up_the_first_profile(fresh_build,
     finally:
         release.touch()
     assert build.library_path() is None and "compiler failed" in build.why_not
+
+
+def test_a_carried_library_for_this_torch_loads_without_a_compiler_and_no_other(fresh_build,
+                                                                                 monkeypatch):
+    """A machine without a compiler (a GPU machine's image) loads a library built elsewhere
+    against the same torch, from $NBPROF_NATIVE_PREBUILT; one built for another torch (another
+    key) is never loaded."""
+    if shutil.which(build.compiler()[0]) is None:
+        pytest.skip("no C++ compiler here to build the carried library with")
+    torch_path = build.torch_dir()
+    carried = fresh_build / "carried"
+    library = build.prebuild(torch_path, carried)  # what `python -m nbprof.record.native.prebuild` does
+    assert library.parent.name == build.prebuilt_key(torch_path)
+    monkeypatch.setenv("CXX", "false")
+    monkeypatch.setenv("NBPROF_NATIVE_PREBUILT", str(carried))
+    assert native.load() is not None and native.load().path == str(library)
+    with nbprof.profile(recorder="native", cuda=False) as prof:
+        torch.ones(2) + 1
+    assert prof.trace.meta["native"]["library"] == str(library) and "aten::add" in prof.trace.names
+
+    native.forget()
+    library.parent.rename(carried / "torch-another-release")
+    assert native.load() is None
+    assert "g++" in native.why_not() and build.prebuilt_key(torch_path) in native.why_not()

@@ -98,3 +98,49 @@ def test_gpu_depth_must_be_a_depth():
 
     with pytest.raises(ValueError, match="gpu_depth must be None"):
         nbprof.profile(recorder="native", gpu_depth=-1)
+
+
+def test_cuptis_kernels_join_the_events_and_the_observers_own_calls_leave():
+    """A CUDA-only Kineto session's rows beside the native records: the kernels go to the ops
+    whose launch calls they came from; the observer's own calls after each op's start and end
+    (where it recorded events, or only asked whether the stream captures) are left out, a user's
+    cudaEventRecord stays."""
+    from nbprof.model import KIND_KERNEL, KIND_OP
+    from nbprof.record.kineto_cpu import CpuRecords, DeviceRecords, KinetoRecords
+
+    ended = FLAG_ENDED | FLAG_GPU_END
+    starts = [T0 + 100_000, T0 + 300_000, T0 + 500_000]
+    ends = [T0 + 200_000, T0 + 400_000, T0 + 600_000]
+    records = _records(flags=[ended, ended, FLAG_ENDED | FLAG_CAPTURING], start_ns=starts,
+                       end_ns=ends, device=[0, 0, -1], start_offset=[100_000, 300_000, np.nan],
+                       end_offset=[200_000, 400_000, np.nan],
+                       anchors=[(T0, 0.0), (T0 + 1_000_000, 1_000_000.0)])
+    own = [("cudaStreamIsCapturing", 200), ("cudaEventRecord", 600)]
+    calls = [(name, at + delay, 0) for at in (starts[0], ends[0], starts[1], ends[1])
+             for name, delay in own] + [("cudaStreamIsCapturing", starts[2] + 200, 0)]
+    calls += [("cudaLaunchKernel", starts[0] + 10_000, 1), ("cudaLaunchKernel", starts[1] + 10_000, 2),
+              ("cudaEventRecord", ends[2] + 50_000, 3)]  # the user's, 50 us after op2
+    names, call_start, correlation = zip(*calls)
+    call_start = np.array(call_start, np.int64)
+    count = len(calls)
+    cuda = KinetoRecords(
+        CpuRecords(list(names), call_start, call_start + 3_000, np.full(count, 11, np.int64),
+                   np.zeros(count, np.bool_), np.zeros(count, np.bool_), {}, {}, None),
+        np.array(correlation, np.int64),
+        DeviceRecords(["gemm", "add_kernel"], np.array([T0 + 120_000, T0 + 320_000]),
+                      np.array([T0 + 190_000, T0 + 390_000]), np.zeros(2, np.int64),
+                      np.zeros(2, np.int64), np.zeros(2, np.int64), ["kernel", "kernel"], {},
+                      np.array([1, 2], np.int64)), {})
+    trace = native_records_to_trace(records, base_time_ns=T0, thread_names={}, pid=1,
+                                    meta={"notes": []}, cuda=cuda)
+    names = [trace.names[i] for i in trace.name_id]
+    assert names == ["aten::op0", "cudaLaunchKernel", "aten::op1", "cudaLaunchKernel",
+                     "aten::op2", "cudaEventRecord"]
+    assert trace.meta["own_cuda_calls"] == 9
+    kernels = np.flatnonzero(trace.gpu_kind == KIND_KERNEL)
+    assert [names[op] for op in trace.gpu_launch[kernels]] == ["aten::op0", "aten::op1"]
+    assert [names[call] for call in trace.gpu_call[kernels]] == ["cudaLaunchKernel"] * 2
+    assert (trace.gpu_kind == KIND_OP).sum() == 2 and trace.parent[1] == 0
+    # the event intervals' lane is never a CUPTI stream's (here 0, as the events' first stream)
+    event_streams = set(trace.gpu_stream[trace.gpu_kind == KIND_OP].tolist())
+    assert not event_streams & set(trace.gpu_stream[kernels].tolist())

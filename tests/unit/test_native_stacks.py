@@ -176,3 +176,29 @@ def test_after_an_interrupted_block_no_profile_function_is_left_on_any_thread():
     with nbprof.profile(cuda=False, with_stack=True, recorder="native") as prof:
         outer(torch.ones(2))
     assert any(frame.endswith(": outer") for stack in prof.trace.stacks.values() for frame in stack)
+
+
+def test_a_carried_library_records_with_stack_only_when_built_for_this_python(tmp_path,
+                                                                              monkeypatch):
+    """A library built elsewhere (bench/gpu_native_prebuilt.sh) holds Python's C API code only
+    for the Python whose headers it was given, and is found for that Python first."""
+    include = build.python_include()
+    if include is None:
+        pytest.skip("no Python headers here to build the carried library with")
+    native.forget()
+    monkeypatch.setenv("NBPROF_NATIVE_CACHE", str(tmp_path / "cache"))
+    torch_path = build.torch_dir()
+    carried = tmp_path / "carried"
+    library = build.prebuild(torch_path, carried, include)
+    assert library.parent.name == build.prebuilt_key(torch_path, build.python_version())
+    assert library.parent.name != build.prebuilt_key(torch_path)  # a Python-less one's key
+    monkeypatch.setenv("CXX", "false")
+    monkeypatch.setenv("NBPROF_NATIVE_PREBUILT", str(carried))
+    try:
+        with nbprof.profile(cuda=False, with_stack=True, recorder="native") as prof:
+            outer(torch.ones(2))
+        assert prof.trace.meta["native"]["library"] == str(library)
+        assert any(frame.endswith(": outer") for stack in prof.trace.stacks.values()
+                   for frame in stack)
+    finally:
+        native.forget()

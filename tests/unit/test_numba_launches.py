@@ -330,17 +330,23 @@ print("ok")
 """
 
 
+def run_in_real_mode(script: str) -> None:
+    """``script`` in a child process with numba in real mode (not the simulator), which runs
+    here up to the CUDA driver; it prints "ok"."""
+    env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 @simulator
 def test_real_mode_launch_path_without_a_gpu():
     """numba's real launch path (not the simulator) runs here up to the CUDA driver: the wrapper
     on _LaunchConfiguration.__call__ records the launch and numba-cuda's compilation, and
     restores numba's own object."""
-    env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    done = subprocess.run([sys.executable, "-W", "ignore", "-c", REAL_MODE], capture_output=True,
-                          text=True, env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    run_in_real_mode(REAL_MODE)
 
 
 @simulator

@@ -6,7 +6,7 @@ import pytest
 import nbprof
 from nbprof import ranks
 from nbprof.cli.main import main
-from nbprof.model import Trace
+from nbprof.model import Thread, Trace
 from nbprof.timeline.lanes import build_lanes
 from blocked_imports import UI_AND_TORCH, run_without
 
@@ -97,6 +97,36 @@ def test_a_host_clock_that_is_off_is_put_right_by_the_collectives(singles, merge
     assert abs((rank1["offset_ns"] - rank0["offset_ns"]) - merged.meta["ranks"][1]["offset_ns"]) < 1_000
 
 
+def _collectives(intervals_ms, name="gloo:all_reduce", base_time_ns=0):
+    """One rank's trace: an op of ``name`` per (start, end) in ms, on one thread."""
+    starts, ends = zip(*intervals_ms)
+    return Trace.build(start_ns=np.rint(np.array(starts) * 1e6).astype(np.int64),
+                       end_ns=np.rint(np.array(ends) * 1e6).astype(np.int64),
+                       thread=[0] * len(starts), name_id=[0] * len(starts), names=[name],
+                       threads=[Thread(pid=1, tid=1, name="MainThread")],
+                       meta={"base_time_ns": base_time_ns})
+
+
+def _rank_1_late_in_every_step(name):
+    # One clock. Rank 1 arrives 50 ms late in each all-reduce and is done 0.1 ms later; rank 0,
+    # which waited, is woken 2 ms after it ends, except in the second step: the ends say +2 ms,
+    # the second step proves rank 1's clock can move at most +0.15 ms.
+    rank0 = _collectives([(0, 52.1), (100, 150.15), (200, 252.1)], name)
+    rank1 = _collectives([(50, 50.1), (150, 150.1), (250, 250.1)], name)
+    return ranks.merge([rank0, rank1], [0, 1])
+
+
+def test_the_collectives_never_move_a_rank_past_what_they_prove():
+    job = _rank_1_late_in_every_step("gloo:all_reduce")
+    assert job.meta["ranks"][1]["collective_offset_ns"] == 150_000
+    # on the merged clock no all-reduce of rank 1 starts after rank 0's has ended
+    rank1 = job.thread == 1
+    assert (job.start_ns[rank1] <= job.end_ns[~rank1]).all()
+    # a broadcast proves nothing of the kind (its root may be done before a receiver comes)
+    broadcast = _rank_1_late_in_every_step("gloo:broadcast")
+    assert broadcast.meta["ranks"][1]["collective_offset_ns"] == 2_000_000
+
+
 _COLUMNS = ("start_ns", "end_ns", "thread", "name_id", "category", "depth", "parent", "self_ns",
             "gpu_start_ns", "gpu_end_ns", "gpu_name_id", "gpu_device", "gpu_stream", "gpu_launch",
             "gpu_kind")
@@ -169,11 +199,13 @@ def test_an_empty_folder_says_so(tmp_path):
 
 
 def test_distributed_meta_from_torchrun_environment():
-    meta = ranks.distributed_meta({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
+    from nbprof.record.distributed import distributed_meta, expand_rank
+
+    meta = distributed_meta({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
     assert meta["rank"] == 3 and meta["world_size"] == 8 and meta["local_rank"] == 1
     assert meta["host"]
-    assert ranks.distributed_meta({}) == {}
-    assert ranks.expand_rank("out/step.rank{rank}.json.gz", meta) == "out/step.rank3.json.gz"
+    assert distributed_meta({}) == {}
+    assert expand_rank("out/step.rank{rank}.json.gz", meta) == "out/step.rank3.json.gz"
 
 
 def test_cli_view_of_a_job(shared_traces, tmp_path, capsys):

@@ -23,7 +23,7 @@ from .progress import reporting
 from .rawfile import DEFAULT_MAX_BYTES, TraceNotFoundError
 from .read import LEFT_OUT, TraceFormatError, paused_gc
 from .stream import EventChunks
-from ...model import Trace
+from ...model import UNFINISHED_KEY, Trace
 
 __all__ = ["DEFAULT_MAX_BYTES", "TraceFormatError", "TraceNotFoundError", "chrome_trace_bytes",
            "chrome_trace_dict", "export_chrome_trace", "load"]
@@ -36,7 +36,9 @@ def load(path, *, max_bytes: int = DEFAULT_MAX_BYTES, align: bool = True,
     :class:`TraceFormatError` (naming the file) for a file it cannot read or with no event it
     can; one event never refuses a file: what it could read only after a repair (invalid
     UTF-8, a file cut off while it was written, a slice without a name) or had to leave out (a
-    slice without a ts or dur, ...: read.LEFT_OUT) is said in ``trace.meta["notes"]``.
+    slice without a ts, ...: read.LEFT_OUT) is said in ``trace.meta["notes"]``. A slice without
+    an end (an X without dur, a B without its E) is drawn to the end of the trace and marked
+    unfinished (:mod:`nbprof.model.unfinished`).
 
     From a Kineto file, every CPU-side X slice (and B/E pair, and async slice: async_slices.py)
     becomes an event and every GPU slice a kernel; instant events become ``trace.instants`` and counters ``trace.counters``.
@@ -110,9 +112,16 @@ def _load(path: pathlib.Path, max_bytes: int, progress=None) -> Trace:
     if found.unmatched:
         loader.notes.append(f"{found.unmatched} B/E (begin/end) events found no partner on "
                             f"their thread and were left out")
+    if found.unfinished:
+        loader.notes.append(f"{found.unfinished} slices had no end in the file (an X without dur, "
+                            f"a B without its E): drawn to the end of the trace, as Perfetto "
+                            f"does, marked \"{UNFINISHED_KEY}\" in their args, and left out of "
+                            f"the summary's times")
     loader.notes += found.async_notes
     loader.notes += left_out
     trace = loader.trace(found)
+    if found.unfinished:
+        trace.meta[UNFINISHED_KEY] = found.unfinished
     del found, loader
     give_back_freed_memory()
     return trace

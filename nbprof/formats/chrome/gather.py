@@ -30,6 +30,7 @@ FLOW_CATEGORIES = {"ac2g", "async_cpu_to_gpu"}
 # are left out with a note, so that one such event cannot cost hundreds of MB.
 RARE_ARGS_BYTES = 1 << 20
 _SLICE_FIELDS = ("name", "cat", "pid", "tid")
+_END_BLOCK = 1 << 18  # rows at a time when looking for the trace's end
 
 
 class FlowEnds:
@@ -142,7 +143,8 @@ class Gathered:
     events: int = 0  # in the file
     skipped: int = 0  # of phases nbprof does not read
     not_objects: int = 0  # entries of traceEvents that are not JSON objects
-    unmatched: int = 0  # B or E without a partner
+    unmatched: int = 0  # E without its B (a B without its E is an unfinished slice)
+    unfinished: int = 0  # slices without an end (X without dur, B without E): to the trace's end
     async_notes: list = field(default_factory=list)  # what async events were left out
     filled_ids: int = 0  # slices without a pid or tid (given their process's main thread)
     left_out: dict = field(default_factory=dict)  # slices read.x_slices left out, by why
@@ -159,6 +161,7 @@ class Gatherer:
         self.args = ArgsStore()
         self.out = Gathered(slices=None)
         self.begin_ends = ([], [], [], [])  # B events, their rows, E events, their rows
+        self.unfinished = []  # per chunk: the positions of its slices without an end
         self.async_events = AsyncEvents()
 
     def add(self, base: int, events: list) -> None:
@@ -204,6 +207,8 @@ class Gatherer:
         self.out.filled_ids += chunk.filled_ids
         for why, count in chunk.left_out.items():
             self.out.left_out[why] = self.out.left_out.get(why, 0) + count
+        if len(chunk.unfinished):
+            self.unfinished.append(chunk.unfinished + len(self.ts))
         for name in _SLICE_FIELDS:
             column, table = getattr(chunk, name), self.tables[name]
             code_of = np.fromiter((table.setdefault(value, len(table)) for value in column.table),
@@ -238,6 +243,22 @@ class Gatherer:
                    for name in _SLICE_FIELDS}
         self.out.slices = Slices(**columns, ts=self.ts.finish(), dur=self.dur.finish(),
                                  args=self.args)
+        if self.unfinished:
+            self._end_unfinished(np.concatenate(self.unfinished))
         return self.out
+
+    def _end_unfinished(self, rows: np.ndarray) -> None:
+        """The slices without an end end where the trace does, as Perfetto draws them: at the
+        last time anything in the file has (a slice's end, an instant, a counter sample)."""
+        s, out = self.out.slices, self.out
+        # a block at a time (a big file's whole ts + dur would be tens of MB at the load's peak);
+        # fmax passes the unfinished rows' NaN ends by
+        last_end = max((float(np.fmax.reduce(s.ts[first:first + _END_BLOCK]
+                                             + s.dur[first:first + _END_BLOCK], initial=-np.inf))
+                        for first in range(0, len(s.ts), _END_BLOCK)), default=-np.inf)
+        times = [last_end, float(s.ts.max()), *out.instants.ts,
+                 *(max(times) for times, _values in out.counters.series.values() if times)]
+        s.dur[rows] = np.maximum(max(times) - s.ts[rows], 0.0)
+        out.unfinished = len(rows)
 
 

@@ -20,7 +20,9 @@ INSTANT_PHASES = ("i", "I")
 
 def paired_begin_ends(events, begin_rows, end_rows, file_rows=None) -> tuple[list, list, int]:
     """B/E pairs as X-like events (ts of the B, dur to its E, the two args merged), with each
-    pair's B's index in the file; and how many B or E found no partner.
+    pair's B's index in the file; and how many E (or B or E without a usable ts, pid or tid)
+    found no partner. A B that no E closes is an X-like event without a dur: an unfinished slice
+    (read.x_slices), drawn to the end of the trace as Perfetto does.
 
     Pairs are made per (pid, tid) as a stack, in time order (file order on ties), as Chrome's
     viewer does: an E closes the innermost B still open on its thread. ``file_rows``, if given,
@@ -51,7 +53,10 @@ def paired_begin_ends(events, begin_rows, end_rows, file_rows=None) -> tuple[lis
                                                                                 event.args))))
         else:
             unmatched += 1
-    unmatched += sum(map(len, open_begins.values()))
+    for stack in open_begins.values():
+        slices += [(row, Event(ph="B", name=begin.name, cat=begin.cat, pid=begin.pid,
+                               tid=begin.tid, ts=begin.ts, dur=None, args=begin.args))
+                   for _ts, row, begin in stack]
     slices.sort(key=lambda pair: pair[0])
     return [event for _row, event in slices], [row for row, _event in slices], unmatched
 

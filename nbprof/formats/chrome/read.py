@@ -26,6 +26,7 @@ import msgspec
 import numpy as np
 import orjson
 
+from ...model.unfinished import UNFINISHED_KEY, UNFINISHED_TEXT
 from .rawfile import (DEFAULT_MAX_BYTES, TraceFormatError, closed_arrays, read_file_bytes,
                       size_text, without_bad_utf8, without_lone_surrogates,
                       without_trailing_commas)
@@ -293,6 +294,7 @@ class Slices:
     args: list  # dict (or whatever the file holds) or None
     filled_ids: int = 0  # slices without a pid or tid, given Perfetto's (see _filled_ids)
     left_out: dict = field(default_factory=dict)  # why -> how many (LEFT_OUT; x_slices)
+    unfinished: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # dur NaN
 
 
 def x_slices(events, x_rows: np.ndarray) -> Slices:
@@ -300,10 +302,12 @@ def x_slices(events, x_rows: np.ndarray) -> Slices:
     (an event without one, "": Perfetto's empty name) and pids/tids one value each for 1, 1.0
     and "1" (see canonical_id). The args stay as the file's text (msgspec.Raw).
 
-    A slice that has no meaning is left out and counted in ``left_out`` by why (LEFT_OUT says
-    each): no numeric ts, no numeric dur (a begin that never ends: left out as a B without its
-    E is), a negative dur, a time past MAX_TIME_US, or a list or object as its pid, tid, name
-    or cat. A file of good slices pays one vector check for this."""
+    A slice without a numeric dur (a begin that never ends, as a B without its E) is kept as
+    unfinished: its dur stays NaN (``unfinished`` lists those rows; the gatherer gives them the
+    trace's end) and its args say so (model/unfinished.py). A slice that has no meaning is left
+    out and counted in ``left_out`` by why (LEFT_OUT says each): no numeric ts, a negative dur, a
+    time past MAX_TIME_US, or a list or object as its pid, tid, name or cat. A file of good
+    slices pays one vector check for this."""
     xs = pick(events, x_rows)
     left_out: dict[str, int] = {}
     fields = ("name", "cat", "pid", "tid")
@@ -320,6 +324,9 @@ def x_slices(events, x_rows: np.ndarray) -> Slices:
         reasons = [None] * len(xs)
         for row in np.flatnonzero(meaningless).tolist():
             reasons[row] = _why_left_out(numbers["ts"][row], numbers["dur"][row])
+            if reasons[row] == "unfinished":  # kept: drawn to the end of the trace
+                reasons[row], xs[row].dur = None, None
+                xs[row].args = unfinished_args(xs[row].args)
         xs = _kept(xs, reasons, left_out)
         columns = _interned_fields(xs, fields)
         numbers = {field: floats(xs, field) for field in ("ts", "dur")}
@@ -334,14 +341,14 @@ def x_slices(events, x_rows: np.ndarray) -> Slices:
     return Slices(name=_as_text(name), cat=_as_text(columns["cat"]),
                   pid=_canonical(columns["pid"]), tid=_canonical(columns["tid"]),
                   ts=numbers["ts"], dur=numbers["dur"], args=list(map(attrgetter("args"), xs)),
-                  filled_ids=filled, left_out=left_out)
+                  filled_ids=filled, left_out=left_out,
+                  unfinished=np.flatnonzero(np.isnan(numbers["dur"])) if meaningless.any()
+                  else np.zeros(0, np.int64))
 
 
 # Why a slice was left out (x_slices), as the note says it; "unnamed" ones are kept, named "".
 LEFT_OUT = {
     "ts": "slices had no ts (or one that is not a number) and were left out",
-    "dur": "X slices had no dur (or one that is not a number): a begin without an end, left out "
-           "as a B without its E is",
     "negative": "X slices had a negative dur and were left out",
     "far": f"slices had a ts or dur beyond {MAX_TIME_US:.3g} µs (146 years) and were left out",
     "pid": "slices had a pid that is not a string or a number and were left out",
@@ -355,11 +362,24 @@ LEFT_OUT = {
 def _why_left_out(ts: float, dur: float) -> str:
     if not math.isfinite(ts):
         return "ts"
-    if not math.isfinite(dur):
-        return "dur"
+    if not math.isfinite(dur) and abs(ts) <= MAX_TIME_US:
+        return "unfinished"  # not left out: x_slices keeps it
     if dur < 0:
         return "negative"
     return "far"
+
+
+def unfinished_args(raw: msgspec.Raw) -> msgspec.Raw:
+    """A slice's args text with the unfinished mark added (last, so it wins over a key of the
+    same name), spliced as text: the file's values are never decoded and written again."""
+    text = bytes(raw).strip()
+    mark = b'"' + UNFINISHED_KEY.encode() + b'":' + orjson.dumps(UNFINISHED_TEXT)
+    if text in (b"", b"null"):
+        return msgspec.Raw(b"{" + mark + b"}")
+    if not text.startswith(b"{"):  # a list or a value as args: kept under "args"
+        return msgspec.Raw(b'{"args":' + text + b"," + mark + b"}")
+    body = text[:-1].rstrip()
+    return msgspec.Raw(body + (b"" if body == b"{" else b",") + mark + b"}")
 
 
 def _kept(xs: list, reasons: list, left_out: dict) -> list:

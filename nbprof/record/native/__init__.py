@@ -3,9 +3,11 @@
 - :mod:`.build`: compiles it into a cache keyed by torch, ABI, Python and sources; in the
   background from ``import nbprof``; says why not where it cannot (no compiler, no headers).
 - :mod:`.records`: the library through ctypes; ``stop()`` reads numpy columns.
+- :mod:`.to_trace`: those columns -> a Trace, in numpy; with CUPTI's calls and kernels from a
+  CUDA-only Kineto session linked to the ops by :mod:`.kernel_links` (by the call's thread and time).
 - :mod:`.python_calls`: with_stack's Python calls (python_calls.cpp, a C profile function) as
   slices; :mod:`.to_trace` makes them python_function events and each op's stack.
-- :mod:`.to_trace`: those columns -> a Trace, in numpy.
+- :mod:`.prebuild`: the library built here for a machine without a compiler (``NBPROF_NATIVE_PREBUILT``).
 
 :func:`load` is the one entry point for the profiler: the loaded library, or None and a
 one-line reason (``why_not()``), where the torch path records instead.

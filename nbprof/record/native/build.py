@@ -7,6 +7,15 @@ version and ninja does not track torch's headers, so a torch upgrade would silen
 stale .so that reads RecordFunction through inline accessors: the key here is torch's version
 and git hash, its C++ ABI, Python's version, the compiler and a hash of the sources and flags.
 
+Where this machine cannot compile (no C++ compiler, as on some GPU machines), a library built
+elsewhere against the same torch can be carried over: ``NBPROF_NATIVE_PREBUILT`` names a folder
+of ``<prebuilt key>/libnbprof_observer.so`` (made with ``python -m nbprof.record.native.prebuild
+TORCH_DIR FOLDER`` against that torch's wheel, unpacked: bench/gpu_native_prebuilt.sh). Its key is what the library
+depends on: torch's version and git hash, its C++ ABI, the flags and the sources, not Python's
+version or the compiler's name (the library speaks C through ctypes, and torch's C++ is the
+same in every Python's wheel of one release): a library built for another torch is never
+found, so never loaded.
+
 Nothing here imports torch: :func:`start_background_build` runs at ``import nbprof`` (a thread
 that waits on the compiler, which runs in its own process and finishes, renaming its
 finished library into place, even if Python exits first), and :func:`library_path` awaits it at the first profile. Where it cannot build,
@@ -18,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -30,7 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 # Every native source, in one place: the build compiles the .cpp files and keys on all of them.
 SOURCES = ("observer.cpp", "observer.h", "memory.cpp", "memory.h", "gpu_events.cpp",
-           "gpu_events.h", "python_calls.cpp", "python_calls.h")
+           "gpu_events.h", "ranges.cpp", "ranges.h", "python_calls.cpp", "python_calls.h")
 LIBRARY = "libnbprof_observer.so"
 # -DNDEBUG as torch's release builds: its headers' debug-only checks read fields the release
 # library never sets (RecordFunction::inputs() would fail "outside the start callback").
@@ -103,12 +113,64 @@ def cache_key(torch_path: Path) -> str:
     return digest.hexdigest()[:20]
 
 
-def compile_command(torch_path: Path, output: Path) -> list[str]:
+def python_version() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def headers_version(include: Path) -> str:
+    """"3.12" for a Python include folder (its patchlevel.h)."""
+    text = (include / "patchlevel.h").read_text()
+    major, minor = (re.search(rf"#define PY_{part}_VERSION\s+(\d+)", text)[1]
+                    for part in ("MAJOR", "MINOR"))
+    return f"{major}.{minor}"
+
+
+def prebuilt_key(torch_path: Path, python: str | None = None) -> str:
+    """The key of a library carried from another machine: everything its bytes depend on. With
+    ``python`` ("3.12") it holds with_stack's profile function, built for that Python only (its
+    C API is per version); without, it records with_stack through torch's profiler."""
+    digest = hashlib.sha256()
+    for part in (torch_identity(torch_path), f"abi={cxx11_abi(torch_path)}", " ".join(FLAGS),
+                 f"python={python}"):
+        digest.update(part.encode() + b"\0")
+    for source in SOURCES:
+        digest.update((HERE / source).read_bytes())
+    return "torch-" + digest.hexdigest()[:20]
+
+
+def prebuilt_library(torch_path: Path) -> Path | None:
+    """The carried library for this torch in ``$NBPROF_NATIVE_PREBUILT``, if there is one."""
+    folder = os.environ.get("NBPROF_NATIVE_PREBUILT")
+    if not folder:
+        return None
+    for python in (python_version(), None):  # built for this Python first
+        found = Path(folder) / prebuilt_key(torch_path, python) / LIBRARY
+        if found.is_file():
+            return found
+    return None
+
+
+def prebuild(torch_path: Path, folder: Path, python_headers: Path | None = None) -> Path:
+    """Compile the library against ``torch_path`` (a torch package folder: an unpacked wheel's
+    ``torch/`` will do, it is never imported) into ``folder``, for a machine without a compiler;
+    with with_stack's profile function only given the target Python's ``python_headers``."""
+    python = headers_version(python_headers) if python_headers else None
+    target = Path(folder) / prebuilt_key(torch_path, python) / LIBRARY
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(compile_command(torch_path, target, python_headers), check=True)
+    return target
+
+
+_THIS_PYTHON = object()
+
+
+def compile_command(torch_path: Path, output: Path, python_headers=_THIS_PYTHON) -> list[str]:
     include, lib = torch_path / "include", torch_path / "lib"
-    python = python_include()
+    python = python_include() if python_headers is _THIS_PYTHON else python_headers
     python_flags = ["-DNBP_PYTHON", "-isystem", str(python)] if python else []
     return [*compiler(), *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi(torch_path)}",
-            "-isystem", str(include), *python_flags, *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
+            "-isystem", str(include), *python_flags,
+            *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
             "-L", str(lib), "-lc10", "-ltorch_cpu", "-ldl",  # dlsym: gpu_events.cpp
             f"-Wl,-rpath,{lib}", "-o", str(output)]
 
@@ -134,6 +196,9 @@ def _build() -> Path | None:
     target = cache_root() / cache_key(torch_path) / LIBRARY
     if target.exists():
         return target
+    carried = prebuilt_library(torch_path)
+    if carried is not None:
+        return carried
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{LIBRARY}.{os.getpid()}.{threading.get_ident()}")
     command = compile_command(torch_path, partial)
@@ -151,6 +216,10 @@ def _build() -> Path | None:
     if done.returncode != 0 or not target.exists():
         partial.unlink(missing_ok=True)
         why_not = _why_build_failed(command, done.stderr + done.stdout)
+        if os.environ.get("NBPROF_NATIVE_PREBUILT"):
+            why_not += (f"; and $NBPROF_NATIVE_PREBUILT holds no library for this torch (key "
+                        f"{prebuilt_key(torch_path)}, or with with_stack for Python "
+                        f"{python_version()}: {prebuilt_key(torch_path, python_version())})")
         return None
     build_seconds = time.perf_counter() - started
     return target
@@ -206,3 +275,4 @@ def forget() -> None:
         if _thread is not None:
             _thread.join()
         _thread, _result, why_not, build_seconds = None, None, "", None
+

@@ -137,6 +137,72 @@ void record_end(Pools& pools, uint32_t event, int8_t device, uint8_t& flags) {
   }
 }
 
+namespace {
+
+using EventRecord = int (*)(void* event, void* stream);  // cudaEventRecord
+
+// The pool slot's event re-recorded on a raw stream of its device; created first (on torch's
+// current stream of that device, through `record` as every op's) where the slot has none.
+bool record_raw(void*& event, void* native_stream, int8_t device) {
+  static const auto event_record =
+      reinterpret_cast<EventRecord>(find_in_cudart("cudaEventRecord"));
+  int status = 0;
+  if (!event_record || g_is_capturing(native_stream, &status) != 0) {
+    if (event_record) g_get_last_error();  // ours, not the next launch check's
+    throw std::runtime_error("no cudaEventRecord, or the stream's state cannot be read");
+  }
+  if (status != 0) return false;  // capturing a CUDA graph: no event
+  if (!event) record_on(&event, stream_of(device));
+  if (event_record(event, native_stream) != 0) {
+    g_get_last_error();
+    throw std::runtime_error("cudaEventRecord failed");
+  }
+  return true;
+}
+
+}  // namespace
+
+void record_start_on(Pools& pools, void* native_stream, int device, uint32_t& event,
+                     int8_t& device_out, int64_t& stream, uint8_t& flags) {
+  try {
+    if (device < 0) device = g_cuda->getDevice().index();
+    if (device < 0 || device >= kMaxDevices) {
+      flags |= kFlagGpuError;
+      return;
+    }
+    Pool& pool = pools.device[device];
+    if (pool.used + 2 > pool.events.size())
+      pool.events.resize(std::max<size_t>(pool.events.size() * 2, 64), nullptr);
+    if (!record_raw(pool.events[pool.used], native_stream, static_cast<int8_t>(device))) {
+      flags |= kFlagCapturing;
+      return;
+    }
+    event = pool.used;
+    pool.used += 2;
+    device_out = static_cast<int8_t>(device);
+    c10::Stream current = stream_of(static_cast<int8_t>(device));
+    auto handle = reinterpret_cast<uintptr_t>(native_stream);
+    // 0 and CU_STREAM_LEGACY (1) are the legacy default stream: torch's default, id 0
+    stream = native_stream == g_cuda->getStreamNativeHandle(current) ? current.id()
+             : handle <= 1 ? 0 : static_cast<int64_t>(handle);
+  } catch (...) {
+    flags |= kFlagGpuError;
+  }
+}
+
+void record_end_on(Pools& pools, void* native_stream, uint32_t event, int8_t device,
+                   uint8_t& flags) {
+  try {
+    if (!record_raw(pools.device[device].events[event + 1], native_stream, device)) {
+      flags |= kFlagCapturing;
+      return;
+    }
+    flags |= kFlagGpuEnd;
+  } catch (...) {
+    flags |= kFlagGpuError;
+  }
+}
+
 void start(uint32_t depth, uint64_t anchor_devices) {
   if (const char* why = unavailable()) throw std::runtime_error(why);
   g_depth = depth;

@@ -33,6 +33,14 @@ extern uint32_t g_depth;   // only ops at a depth below this get events
 void record_start(Pools& pools, uint32_t& event, int8_t& device, int64_t& stream, uint8_t& flags);
 void record_end(Pools& pools, uint32_t event, int8_t device, uint8_t& flags);
 
+// The same for a range on a stream torch may not know (a numba launch's): its raw cudaStream_t
+// on `device` (-1: the current one). `stream` becomes torch's id for it (the current stream's,
+// 0 for the legacy default stream, else the handle: torch's id of an external stream).
+void record_start_on(Pools& pools, void* native_stream, int device, uint32_t& event,
+                     int8_t& device_out, int64_t& stream, uint8_t& flags);
+void record_end_on(Pools& pools, void* native_stream, uint32_t event, int8_t device,
+                   uint8_t& flags);
+
 // nullptr where CUDA events can be recorded here, else why not (one line)
 const char* unavailable();
 // Starts a session: anchors (synchronize, then an event) on each device in the mask. Throws.

@@ -193,17 +193,26 @@ void record_shapes(ThreadBuf* tb, Record* r, const at::RecordFunction& fn) {
   }
 }
 
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (!g_recording.load(std::memory_order_relaxed) || g_machinery_only) return nullptr;
-  ThreadBuf* tb = tl_buf ? tl_buf : register_thread();
-  uint64_t session = g_session.load(std::memory_order_relaxed);
+// The calling thread's buffer, its session begun, and its next record (published by the
+// caller's count.store(n + 1)): an op's (on_start) or a range's (nbp_range::open).
+Record* next_record(ThreadBuf*& tb, uint64_t& session, size_t& n) {
+  tb = tl_buf ? tl_buf : register_thread();
+  session = g_session.load(std::memory_order_relaxed);
   if (tb->session != session) begin_thread_session(tb, session);
-  size_t n = tb->count.load(std::memory_order_relaxed);
+  n = tb->count.load(std::memory_order_relaxed);
   size_t chunk = n / kChunk;
   if (chunk == tb->chunks.size()) {  // once per kChunk ops, and rarely after the first profile
     tb->chunks.push_back(static_cast<Record*>(::operator new(sizeof(Record) * kChunk)));
   }
-  Record* r = new (tb->chunks[chunk] + n % kChunk) Record();
+  return new (tb->chunks[chunk] + n % kChunk) Record();
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (!g_recording.load(std::memory_order_relaxed) || g_machinery_only) return nullptr;
+  ThreadBuf* tb;
+  uint64_t session;
+  size_t n;
+  Record* r = next_record(tb, session, n);
   r->name = intern(tb, fn.name());
   r->fn = &fn;
   r->seq = fn.seqNr();
@@ -291,6 +300,50 @@ void place_gpu_events(int64_t total) {
 }
 
 }  // namespace
+
+namespace nbp_range {  // observer.h: ranges.cpp's hook
+
+void* open(const char* name, Events* events) {
+  events->pools = nullptr;
+  if (!g_recording.load(std::memory_order_relaxed) || g_machinery_only) return nullptr;
+  ThreadBuf* tb;
+  uint64_t session;
+  size_t n;
+  Record* r = next_record(tb, session, n);
+  r->name = intern(tb, name);
+  r->fn = r;  // no RecordFunction: the record is its own key (close() checks the session)
+  r->seq = -1;
+  r->fwd_tid = 0;
+  r->scope = static_cast<uint8_t>(at::RecordScope::USER_SCOPE);
+  r->depth = static_cast<uint16_t>(tb->depth < 65535 ? tb->depth : 65535);
+  r->flags = 0;
+  r->end = 0;
+  r->shapes_at = -1;
+  r->device = -1;
+  r->session = static_cast<uint8_t>(session);
+  if (nbp_gpu::g_on.load(std::memory_order_relaxed) && tb->depth < nbp_gpu::g_depth)
+    *events = {&tb->pools, &r->event, &r->device, &r->stream, &r->flags};
+  tb->depth++;
+  r->start = static_cast<int64_t>(c10::getApproximateTime());  // the caller's events come after
+  tb->count.store(n + 1, std::memory_order_release);
+  return r;
+}
+
+bool close(void* record) {
+  int64_t now = static_cast<int64_t>(c10::getApproximateTime());
+  auto* r = static_cast<Record*>(record);
+  ThreadBuf* tb = tl_buf;
+  if (!r || !tb || !g_recording.load(std::memory_order_relaxed) ||
+      tb->session != g_session.load(std::memory_order_relaxed) ||
+      r->session != static_cast<uint8_t>(tb->session) || r->flags & kEnded)
+    return false;  // opened in an earlier session: its slot may be another record's now
+  r->end = now;
+  r->flags |= kEnded;
+  if (tb->depth > 0) tb->depth--;
+  return true;
+}
+
+}  // namespace nbp_range
 
 extern "C" {
 

@@ -94,6 +94,11 @@ class NativeLibrary:
         lib.nbp_gpu_configure.restype = ctypes.c_int
         lib.nbp_gpu_anchors.argtypes = [_P64, _PS8, _PF64]
         lib.nbp_gpu_anchors.restype = lib.nbp_gpu_events.restype = ctypes.c_int64
+        lib.nbp_range_name.argtypes, lib.nbp_range_name.restype = [ctypes.c_char_p], ctypes.c_int32
+        lib.nbp_range_stream.argtypes = [ctypes.c_uint64]
+        lib.nbp_range_stream.restype = ctypes.c_int32
+        # nbp_range_push and nbp_range_pop keep no argtypes: three small ints (C int), each call
+        # ~230 ns cheaper than through argtypes (ranges.h)
         self.lib = lib
         self._gpu = False
         self.path = str(path)
@@ -105,6 +110,19 @@ class NativeLibrary:
     def created_events(self) -> int:
         """CUDA events the observer's pools hold (created once, re-recorded by later profiles)."""
         return int(self.lib.nbp_gpu_events())
+
+    def range_calls(self):
+        """(name, stream, push, pop) for ranges.h's own ranges (a numba launch on its thread):
+        ``name(text)`` and ``stream(raw handle)`` give the small ids (-1: a table is full) that
+        ``push(name id, stream id, device)`` takes (device -1: the current one), each looked up
+        once; ``pop()`` closes the thread's innermost range. A push returns 1 where it was
+        recorded (0: nothing records) and is always paired with a pop."""
+        lib = self.lib
+
+        def name(text: str) -> int:
+            return lib.nbp_range_name(text.encode("utf-8", "replace"))
+
+        return name, lib.nbp_range_stream, lib.nbp_range_push, lib.nbp_range_pop
 
     def start(self, record_shapes: bool = False, machinery_only: bool = False, *,
               gpu: bool = False, gpu_depth: int | None = None, anchor_devices=()) -> None:

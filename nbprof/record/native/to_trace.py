@@ -17,8 +17,9 @@ from ...model import KIND_OP, Thread, Trace
 from ..convert import CPU_CATEGORIES, PROFILER_RANGE_PREFIX, drop_profiler_frames, \
     gpu_interval_notes, keep_users_frames
 from ..gpu_clock import place_event_offsets
-from .records import FLAG_ASYNC, FLAG_CAPTURING, FLAG_ENDED, FLAG_GPU_ERROR, FLAG_OTHER_THREAD, \
-    SCOPE_BACKWARD, SCOPE_FUNCTION, SCOPE_USER, NativeRecords
+from .kernel_links import observer_marks, with_cuda_activity
+from .records import FLAG_ASYNC, FLAG_CAPTURING, FLAG_ENDED, FLAG_GPU_END, FLAG_GPU_ERROR, \
+    FLAG_OTHER_THREAD, SCOPE_BACKWARD, SCOPE_FUNCTION, SCOPE_USER, NativeRecords
 
 
 def _interned(records: NativeRecords):
@@ -148,11 +149,31 @@ def _gpu_intervals(records: NativeRecords, keep: np.ndarray, base_time_ns: int, 
                 gpu_launch=rows, gpu_kind=np.full(len(rows), KIND_OP, np.uint8))
 
 
+def _observer_marks(records: NativeRecords) -> dict:
+    """Where the observer made CUDA calls of its own (kernel_links.observer_marks): after each
+    op's start where it tried to record an event, and after its end where it recorded one."""
+    if records.gpu is None or not len(records):
+        return {}
+    tried = (records.gpu.device >= 0) | ((records.flags & (FLAG_CAPTURING | FLAG_GPU_ERROR)) != 0)
+    ended = (records.flags & FLAG_GPU_END) != 0
+    return observer_marks(records.os_tids[records.thread], records.start_ns, records.end_ns,
+                          tried, ended)
+
+
 def native_records_to_trace(records: NativeRecords, *, base_time_ns: int, thread_names: dict,
                             pid: int, first_tid: int | None = None,
-                            meta: dict | None = None) -> Trace:
+                            meta: dict | None = None, cuda=None, windows=()) -> Trace:
     """A Trace of the native records: times from ``base_time_ns``, nbprof's own ranges left
-    out, ops still open at stop with no length and counted in ``meta["notes"]``."""
+    out, ops still open at stop with no length and counted in ``meta["notes"]``. ``cuda``: what
+    a CUDA-only Kineto session recorded beside them (KinetoRecords), linked to the ops by
+    kernel_links.py, leaving out the calls inside ``windows`` ((tid, start, end), epoch ns)."""
+    if cuda is not None:
+        marks = _observer_marks(records)
+        trace = native_records_to_trace(records, base_time_ns=base_time_ns,
+                                        thread_names=thread_names, pid=pid, first_tid=first_tid,
+                                        meta=meta)
+        return with_cuda_activity(trace, cuda, base_time_ns=base_time_ns, marks=marks,
+                                  windows=windows, thread_names=thread_names, pid=pid)
     meta = dict(meta or {})
     meta["base_time_ns"] = int(base_time_ns)
     notes = meta.setdefault("notes", [])

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pathlib
 
 from ..analysis.averages import KERNEL_WORK
-from . import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler, rank_of,
-               trace_paths)
+from ..ranks import (COLLECTIVE_PATTERN, STEP_PATTERN, RankRow, RankSummary, name_straggler,
+                     rank_of, summarise_ranks, trace_paths)
 
 _KERNEL_WORK = ", ".join(str(int(kind)) for kind in KERNEL_WORK)
 _SUMMARY = f"""
@@ -81,7 +81,7 @@ WHERE NOT gpu AND regexp_matches(name, $step) GROUP BY rank
 
 
 def _connect(memory_limit: str, threads: int | None):
-    from ..formats.parquet import require
+    from .parquet import require
 
     duckdb = require("duckdb")
 
@@ -121,8 +121,7 @@ def rank_summary(sources, *, memory_limit: str = "1GB", threads: int | None = No
 def summarise_files(sources, *, memory_limit: str = "1GB", threads: int | None = None,
                     progress=None) -> RankSummary:
     """:func:`rank_summary`'s figures, as computed."""
-    from .. import load
-    from . import summarise_ranks as in_memory
+    from .chrome import load
 
     paths = trace_paths(sources)
     connection = _connect(memory_limit, threads)
@@ -130,14 +129,14 @@ def summarise_files(sources, *, memory_limit: str = "1GB", threads: int | None =
     try:
         for index, path in enumerate(paths):
             if pathlib.Path(path).name.endswith(".parquet"):
-                from ..formats.parquet import read_header
+                from .parquet import read_header
 
                 read_header(path)  # a clear error for a Parquet file nbprof did not write
                 rows += file_rows(connection, path)
             else:
                 trace = load(path)
                 trace.meta["rank"] = rank_of(trace, path, index)
-                rows += in_memory(trace).rows
+                rows += summarise_ranks(trace).rows
             if progress:
                 progress(index + 1, len(paths), path)
             if len({row.rank for row in rows}) < len(rows):
