@@ -3,6 +3,7 @@ as torch's path records them (and for threads started inside the block, which to
 
 from __future__ import annotations
 
+import shutil
 import threading
 
 import pytest
@@ -12,6 +13,7 @@ import nbprof
 from nbprof.formats.chrome import export_chrome_trace
 from nbprof.record import native
 from nbprof.record.native import build
+from nbprof.record.native.python_calls import PythonCalls
 
 HERE = "test_native_stacks.py"
 
@@ -105,7 +107,8 @@ def test_python_functions_are_slices_on_their_threads_lanes(traces):
     _, trace = traces
     python = trace.categories.index("python_function")
     lanes = {thread.name: lane for lane, thread in enumerate(trace.threads)}
-    frames = {(trace.names[trace.name_id[row]].split("/")[-1], trace.threads[trace.thread[row]].name)
+    frames = {(trace.names[trace.name_id[row]].split("/")[-1],
+               trace.threads[trace.thread[row]].name)
               for row in range(len(trace)) if trace.category[row] == python}
     assert (f"{HERE}({line_of(outer)}): outer", "MainThread") in frames
     assert (f"{HERE}({line_of(spawned_worker)}): spawned_worker", "spawned-worker") in frames
@@ -140,29 +143,6 @@ def test_chrome_export_carries_the_stacks_as_torchs_path_does(traces, tmp_path):
     assert exported["native"] >= exported["torch"] and exported["torch"]
 
 
-def test_without_python_headers_with_stack_goes_through_torch_and_says_what_to_install(
-        tmp_path, monkeypatch):
-    native.forget()
-    monkeypatch.setenv("NBPROF_NATIVE_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(build, "python_include", lambda: None)
-    try:
-        assert build.library_path() is not None  # built (once, ~15 s) without Python.h
-        with nbprof.profile(cuda=False, with_stack=True) as prof:
-            outer(torch.ones(2))
-        meta = prof.trace.meta
-        assert meta["recorder"] == "torch" and prof.trace.stacks
-        [note] = [note for note in meta["notes"] if "with_stack" in note]
-        assert "-dev" in note and "Python.h" in note
-        with pytest.raises(RuntimeError, match="-dev"):
-            with nbprof.profile(cuda=False, with_stack=True, recorder="native"):
-                pass
-        with nbprof.profile(cuda=False) as prof:  # the rest of the native recorder stays
-            outer(torch.ones(2))
-        assert prof.trace.meta["recorder"] == "native"
-    finally:
-        native.forget()
-
-
 def test_after_an_interrupted_block_no_profile_function_is_left_on_any_thread():
     import sys
 
@@ -178,27 +158,64 @@ def test_after_an_interrupted_block_no_profile_function_is_left_on_any_thread():
     assert any(frame.endswith(": outer") for stack in prof.trace.stacks.values() for frame in stack)
 
 
-def test_a_carried_library_records_with_stack_only_when_built_for_this_python(tmp_path,
-                                                                              monkeypatch):
-    """A library built elsewhere (bench/gpu_native_prebuilt.sh) holds Python's C API code only
-    for the Python whose headers it was given, and is found for that Python first."""
-    include = build.python_include()
-    if include is None:
-        pytest.skip("no Python headers here to build the carried library with")
+@pytest.fixture
+def own_library():
+    """The process's library, from the usual cache: built with this Python's headers."""
+    return native.load()
+
+
+@pytest.fixture
+def carried(own_library, tmp_path, monkeypatch):
+    """An empty cache and a folder for carried libraries (bench/gpu_native_prebuilt.sh)."""
     native.forget()
     monkeypatch.setenv("NBPROF_NATIVE_CACHE", str(tmp_path / "cache"))
-    torch_path = build.torch_dir()
-    carried = tmp_path / "carried"
-    library = build.prebuild(torch_path, carried, include)
-    assert library.parent.name == build.prebuilt_key(torch_path, build.python_version())
-    assert library.parent.name != build.prebuilt_key(torch_path)  # a Python-less one's key
+    monkeypatch.setenv("NBPROF_NATIVE_PREBUILT", str(tmp_path / "carried"))
+    yield tmp_path / "carried"
+    native.forget()
+
+
+def test_without_python_headers_with_stack_goes_through_torch_and_says_what_to_install(
+        carried, monkeypatch):
+    """A library built without Python's headers (here: carried, built without them, on a machine
+    whose Python has none) records everything but with_stack, which torch's profiler records."""
+    if shutil.which(build.compiler()[0]) is None:
+        pytest.skip("no C++ compiler here to build the carried library with")
+    library = build.prebuild(build.torch_dir(), carried)  # no python_headers: none in it
     monkeypatch.setenv("CXX", "false")
-    monkeypatch.setenv("NBPROF_NATIVE_PREBUILT", str(carried))
-    try:
-        with nbprof.profile(cuda=False, with_stack=True, recorder="native") as prof:
-            outer(torch.ones(2))
-        assert prof.trace.meta["native"]["library"] == str(library)
-        assert any(frame.endswith(": outer") for stack in prof.trace.stacks.values()
-                   for frame in stack)
-    finally:
-        native.forget()
+    monkeypatch.setattr(build, "python_include", lambda: None)
+    with nbprof.profile(cuda=False, with_stack=True) as prof:
+        outer(torch.ones(2))
+    meta = prof.trace.meta
+    assert meta["recorder"] == "torch" and prof.trace.stacks
+    [note] = [note for note in meta["notes"] if "with_stack" in note]
+    assert "-dev" in note and "Python.h" in note
+    with pytest.raises(RuntimeError, match="-dev"):
+        with nbprof.profile(cuda=False, with_stack=True, recorder="native"):
+            pass
+    with nbprof.profile(cuda=False) as prof:  # the rest of the native recorder stays
+        outer(torch.ones(2))
+    assert prof.trace.meta["recorder"] == "native"
+    assert prof.trace.meta["native"]["library"] == str(library)
+
+
+def test_a_carried_library_built_for_this_python_is_found_first_and_records_with_stack(
+        carried, own_library, monkeypatch):
+    """prebuild(..., python_headers) keys its library by that Python's version (CPython's C API
+    is per version): this Python finds it before a Python-less one of the same torch."""
+    torch_path = build.torch_dir()
+    own = own_library
+    if own is None or not PythonCalls(own.path).available():
+        pytest.skip("this Python's library has no with_stack here")
+    assert build.prebuilt_key(torch_path, build.python_version()) != \
+        build.prebuilt_key(torch_path)
+    for python in (None, build.python_version()):  # the bytes of what prebuild makes with them
+        folder = carried / build.prebuilt_key(torch_path, python)
+        folder.mkdir(parents=True)
+        shutil.copy(own.path, folder / build.LIBRARY)
+    monkeypatch.setenv("CXX", "false")
+    with nbprof.profile(cuda=False, with_stack=True, recorder="native") as prof:
+        outer(torch.ones(2))
+    assert build.prebuilt_key(torch_path, build.python_version()) in \
+        prof.trace.meta["native"]["library"]
+    assert any(frame.endswith(": outer") for stack in prof.trace.stacks.values()
+               for frame in stack)

@@ -241,7 +241,7 @@ def stacks_by_time(trace: Trace) -> dict:
     is_python = (trace.category == python).tolist()
     names, name_id = trace.names, trace.name_id.tolist()
     starts, ends, threads = trace.start_ns.tolist(), trace.end_ns.tolist(), trace.thread.tolist()
-    running: dict[int, list] = {}  # thread -> its frames running now: (end, frames), outermost first
+    running: dict[int, list] = {}  # thread -> (end, frames) of its running frames, outermost first
     stacks = {}
     for row, start in enumerate(starts):  # in start order, enclosing frames first on ties
         frames = running.setdefault(threads[row], [])
