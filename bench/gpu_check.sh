@@ -13,9 +13,10 @@
 #      without a compiler (no ${CXX:-c++}) the library carried in .native-prebuilt (made here by
 #      bench/gpu_native_prebuilt.sh against this torch's wheel; name it in `carry`), which
 #      build.py loads only if its key (torch's version, git hash, ABI; the sources) matches
-#   1a. pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py, alone first
-#      (the native recorder's CUDA events, CUPTI's kernels linked to its ops against
-#      torch.profiler's own links, and numba launches as its ranges: issue 19)
+#   1a. pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py
+#      tests/gpu/test_memory_gpu.py, alone first (the native recorder's CUDA events, CUPTI's kernels
+#      linked to its ops against torch.profiler's own links, and numba launches as its ranges:
+#      issue 19; memory: the caching allocator's levels against torch's counters: issue 23)
 #   1b. bench/bench_native.py --gpu   (the native recorder's CUDA events vs torch.profiler CPU+CUDA;
 #      events + CUPTI kernels linked, and the other way to link them; nbprof's legacy path today)
 #   1. pytest -m gpu tests/gpu   (events vs CUPTI per op, side stream, second thread, 60 s clock,
@@ -148,7 +149,9 @@ per_test=""  # a hung test fails alone instead of eating the whole run's time
 "$PY" -c 'import pytest_timeout' 2>/dev/null && per_test="--timeout 100"
 # The native recorder's CUDA events (new C++ never run on a device before): alone first, so that
 # a crash there costs its own tests, not the whole GPU suite's.
-timeout "$(within "${NATIVE_GPU_TESTS_TIMEOUT:-120}")" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
+# Memory on the GPU (issue 23: the allocator's levels through the native reporter) goes with
+# them: cheap, and new C++ run on a device for the first time too.
+timeout "$(within "${NATIVE_GPU_TESTS_TIMEOUT:-120}")" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py tests/gpu/test_memory_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
 native_tests_rc=${PIPESTATUS[0]}
 [ "$native_tests_rc" -eq 0 ] || status=1
 
@@ -156,7 +159,7 @@ timeout "$(within "${NATIVE_BENCH_TIMEOUT:-60}")" "$PY" bench/bench_native.py --
 native_bench_rc=${PIPESTATUS[0]}
 [ "$native_bench_rc" -eq 0 ] || status=1
 
-timeout "$(within "${TESTS_TIMEOUT:-240}")" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py --ignore tests/gpu/test_numba_native_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
+timeout "$(within "${TESTS_TIMEOUT:-240}")" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py --ignore tests/gpu/test_numba_native_gpu.py --ignore tests/gpu/test_memory_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
 

@@ -5,12 +5,17 @@
 //
 // args: devices (per device: t, level, bytes (Float64Array), name (Int32Array: an index into
 // names, -1 outside any op), op (Int32Array: the op's event id, -1), row, peak, label), names,
-// x_range, plot, line, points, selection. Runs on x-range changes, document ready and a tap.
+// x_range, plot, line, points, selection, request, answer. Runs on x-range changes, document
+// ready, a tap and an answer.
+//
+// A reduced level (memory_served.py: past the embedding budget) gives per point count, made and
+// freed (the events it stands for) instead of blocks; the page then asks the kernel (request)
+// for the view it rests on and draws the answer while the view stays there.
 
 const S = (window.__nbprof_memory = window.__nbprof_memory || new WeakMap());
 let state = S.get(line);
 if (!state) {
-  state = {view: null};
+  state = {view: null, answer: null, asked: null, timer: null};
   S.set(line, state);
 }
 
@@ -36,7 +41,7 @@ function fmtBytes(v) {
 // the whole blocks of BLOCK events from their precomputed aggregates, the ends one by one.
 function rangeStats(d, i, j) {
   const B = d.block, level = d.level, bytes = d.bytes;
-  const r = {lo: Infinity, hi: -Infinity, made: 0, freed: 0, big: i};
+  const r = {lo: Infinity, hi: -Infinity, made: 0, freed: 0, big: i, count: j - i};
   const one = (k) => {
     const v = level[k];
     if (v < r.lo) r.lo = v;
@@ -44,6 +49,16 @@ function rangeStats(d, i, j) {
     if (bytes[k] > 0) r.made += bytes[k]; else r.freed -= bytes[k];
     if (Math.abs(bytes[k]) > Math.abs(bytes[r.big])) r.big = k;
   };
+  if (d.count) {  // a reduced level: each point stands for count events
+    r.count = 0;
+    for (let k = i; k < j; k++) {
+      one(k);
+      r.count += d.count[k];
+    }
+    r.made = 0; r.freed = 0;
+    for (let k = i; k < j; k++) { r.made += d.made[k]; r.freed += d.freed[k]; }
+    return r;
+  }
   let k = i;
   for (; k < j && k % B !== 0; k++) one(k);
   for (; k + B <= j; k += B) {
@@ -63,14 +78,48 @@ function opName(d, i) {
   return k >= 0 ? names[k] : "(outside any op)";
 }
 
+function eventText(d, i) {
+  if (d.count && d.count[i] > 1) {
+    return d.count[i] + " events: +" + fmtBytes(d.made[i]) + " / -" + fmtBytes(d.freed[i])
+      + " (from " + opName(d, i) + ")";
+  }
+  return (d.bytes[i] >= 0 ? "+" : "") + fmtBytes(d.bytes[i]) + " in " + opName(d, i);
+}
+
+// The kernel's answer for a view: per device its points, with the page's row, peak and label.
+function readAnswer() {
+  const a = answer.data;
+  if (!a.key || !a.key.length) return;
+  const shown = devices.map((d, k) => {
+    const out = {row: d.row, peak: d.peak, label: d.label};
+    for (const f of ["t", "level", "bytes", "name", "op", "count", "made", "freed"]) out[f] = a[f][k];
+    return out;
+  });
+  state.answer = {key: a.key[0], devices: shown};
+  state.view = null;
+}
+
+function ask(key, x0, x1, width) {
+  if (!devices.some((d) => d.count) || state.asked === key) return;
+  clearTimeout(state.timer);
+  state.timer = setTimeout(() => {  // once the view has rested
+    if (!state.view || state.view.join("|") !== key) return;
+    state.asked = key;
+    request.data = {x0: [x0], x1: [x1], width: [width], key: [key]};
+  }, 100);
+}
+
 function draw() {
   const x0 = x_range.start, x1 = x_range.end;
-  const width = Math.max(100, plot.inner_width || 1000);
+  const width = Math.max(100, Math.round(plot.inner_width || 1000));
   const view = [x0, x1, width];
   if (state.view && view.every((v, i) => v === state.view[i])) return;
   state.view = view;
+  const key = view.join("|");
+  const served = state.answer && state.answer.key === key;
+  if (!served) ask(key, x0, x1, width);
   const lx = [], ly = [], px = [], py = [], plevel = [], pwhat = [], pop = [], pdevice = [];
-  for (const d of devices) {
+  for (const d of served ? state.answer.devices : devices) {
     const t = d.t, level = d.level, bytes = d.bytes, n = t.length;
     const y = (v) => d.row + 0.9 - 0.8 * (d.peak > 0 ? v / d.peak : 0);
     const i0 = Math.max(0, lowerBound(t, x0) - 1), i1 = Math.min(n, lowerBound(t, x1) + 1);
@@ -85,7 +134,7 @@ function draw() {
       for (let i = i0; i < i1; i++) {
         lx.push(t[i], t[i]); ly.push(y(prev), y(level[i]));
         prev = level[i];
-        point(t[i], level[i], (bytes[i] >= 0 ? "+" : "") + fmtBytes(bytes[i]) + " in " + opName(d, i), d.op[i]);
+        point(t[i], level[i], eventText(d, i), d.op[i]);
       }
     } else {
       const step = (x1 - x0) / width;
@@ -98,7 +147,7 @@ function draw() {
         const start = t[i];
         lx.push(start, start, start, start); ly.push(y(prev), y(r.hi), y(r.lo), y(level[j - 1]));
         prev = level[j - 1];
-        point(start, r.hi, (j - i) + " events: +" + fmtBytes(r.made) + " / -" + fmtBytes(r.freed)
+        point(start, r.hi, r.count + " events: +" + fmtBytes(r.made) + " / -" + fmtBytes(r.freed)
               + " (largest in " + opName(d, r.big) + ")", d.op[r.big]);
         i = j;
       }
@@ -119,4 +168,8 @@ function tapped() {
   if (op >= 0) selection.data = {event_id: [op], kind: ["cpu"]};
 }
 
-if (cb_obj === points.selected) tapped(); else draw();
+if (cb_obj === points.selected) tapped();
+else {
+  if (cb_obj === answer) readAnswer();
+  draw();
+}

@@ -67,7 +67,7 @@ def memory_summary(trace: Trace, by: str = "op", limit: int | None = 20, plain: 
     if limit is not None and limit >= 0:
         order = order[:limit]
     columns = {
-        "device": [device_name(d) for d in unique[0, order].tolist()],
+        "device": [device_name(d, trace.meta) for d in unique[0, order].tolist()],
         by: [label(k) if k >= 0 else OUTSIDE for k in unique[1, order].tolist()],
         "allocations": count[order],
         "allocated_bytes": allocated[order].astype(np.int64),
@@ -108,7 +108,7 @@ def memory_peak(trace: Trace, plain: bool = False):
     memory = trace.memory
     found = peaks(trace)
     columns = {
-        "device": [device_name(device) for device, _at, _level in found],
+        "device": [device_name(device, trace.meta) for device, _at, _level in found],
         "peak_bytes": np.array([level for _d, _at, level in found], np.int64),
         "at_ns": np.array([memory.time_ns[at] for _d, at, _l in found], np.int64),
         "op": [_op_name(trace, int(memory.op[at])) for _d, at, _l in found],
@@ -143,10 +143,10 @@ def memory_holders(trace: Trace, device=None, limit: int | None = 20, plain: boo
     if device is None:
         chosen = max(found, key=lambda d: found[d][1]) if found else None
     else:
-        chosen = device_code(device) if isinstance(device, str) else int(device)
+        chosen = device_code(device, trace.meta) if isinstance(device, str) else int(device)
         if chosen not in found:
-            raise ValueError(f"no memory events on {device_name(chosen)}; the trace has "
-                             f"{[device_name(d) for d in found] or 'none'}")
+            raise ValueError(f"no memory events on {device_name(chosen, trace.meta)}; the trace "
+                             f"has {[device_name(d, trace.meta) for d in found] or 'none'}")
     memory = trace.memory
     rows = alive_at(trace, found[chosen][0]) if chosen is not None else np.zeros(0, np.int64)
     op = memory.op[rows].astype(np.int64)
@@ -211,7 +211,7 @@ def memory_findings(trace: Trace) -> list[str]:
         held = ", ".join(f"{name_cell(row['call_path'] or row['op'], 60)} {format_bytes(row['bytes'])}"
                          for row in holders)
         where = _op_name(trace, int(memory.op[at])) or OUTSIDE
-        out.append(f"Memory peak on {device_name(device)}: {format_bytes(level)} in "
+        out.append(f"Memory peak on {device_name(device, trace.meta)}: {format_bytes(level)} in "
                    f"{name_cell(where, 60)}" + (f"; held by {held}." if held else "."))
     partner = memory.partners()
     kept = np.flatnonzero((memory.bytes > 0) & (partner == NO_ID))
@@ -221,7 +221,7 @@ def memory_findings(trace: Trace) -> list[str]:
         largest = int(rows[np.argmax(size)])
         maker = _op_name(trace, int(memory.op[largest])) or OUTSIDE
         allocations = "allocation" if len(rows) == 1 else "allocations"
-        out.append(f"{len(rows)} {allocations} on {device_name(device)} "
+        out.append(f"{len(rows)} {allocations} on {device_name(device, trace.meta)} "
                    f"({format_bytes(size.sum())}) never freed inside the block; the largest "
                    f"({format_bytes(size.max())}) from {name_cell(maker, 60)}.")
     return out

@@ -27,18 +27,43 @@ CPU_DEVICE = -1
 UNKNOWN = -1  # an allocator total the events did not carry
 
 
-def device_name(device: int) -> str:
-    """A device as lanes name it: "CPU", "cuda:0"."""
+MEMORY_DEVICES = "memory_devices"  # a merged trace's meta: [[device, rank, its own device], ...]
+
+
+def _merged_devices(meta) -> dict:
+    """device -> (rank, the device in its rank's own trace), from a merged trace's meta (only
+    whole numbers count: a file may say anything there)."""
+    listed = (meta or {}).get(MEMORY_DEVICES) if isinstance(meta, dict) else None
+    out = {}
+    for entry in listed if isinstance(listed, list) else ():
+        if isinstance(entry, (list, tuple)) and len(entry) == 3 and \
+                all(isinstance(x, int) and not isinstance(x, bool) for x in entry):
+            out[entry[0]] = (entry[1], entry[2])
+    return out
+
+
+def device_name(device: int, meta=None) -> str:
+    """A device as lanes name it: "CPU", "cuda:0"; in a merged trace (``meta`` lists its
+    devices under "memory_devices"), with its rank as its lanes have: "rank 1 · cuda:0"."""
+    merged = _merged_devices(meta).get(device)
+    if merged is not None:
+        return f"rank {merged[0]} · {device_name(merged[1])}"
     return "CPU" if device < 0 else f"cuda:{device}"
 
 
-def device_code(name: str) -> int:
+def device_code(name: str, meta=None) -> int:
     """The inverse of :func:`device_name`; ValueError for a name that is neither."""
-    if name == "CPU":
-        return CPU_DEVICE
-    if isinstance(name, str) and name.startswith("cuda:") and name[5:].isdigit():
-        return int(name[5:])
-    raise ValueError(f"no memory device {name!r}: name one as 'CPU' or 'cuda:N'")
+    merged = _merged_devices(meta)
+    for device in merged:
+        if device_name(device, meta) == name:
+            return device
+    if not merged:
+        if name == "CPU":
+            return CPU_DEVICE
+        if isinstance(name, str) and name.startswith("cuda:") and name[5:].isdigit():
+            return int(name[5:])
+    shape = "'rank N · CPU' or 'rank N · cuda:K'" if merged else "'CPU' or 'cuda:N'"
+    raise ValueError(f"no memory device {name!r}: name one as {shape}")
 
 
 def _column(values, dtype) -> np.ndarray:
@@ -103,10 +128,13 @@ class MemoryEvents:
         return MemoryEvents(*(getattr(self, name)[rows] for name in self.__dataclass_fields__))
 
     def devices(self) -> list[int]:
-        """The devices that have events: the CPU first, then the GPUs in order."""
+        """The devices that have events: the CPU (a merged trace's CPUs, rank by rank) first,
+        then the GPUs in order."""
         if not len(self):
             return []
-        return (np.flatnonzero(np.bincount(self.device.astype(np.int64) + 1)) - 1).tolist()
+        device = self.device.astype(np.int64)
+        lowest = int(device.min())  # a merged trace numbers each rank's CPU -1, -2, ...
+        return (np.flatnonzero(np.bincount(device - lowest)) + lowest).tolist()
 
     def levels(self) -> np.ndarray:
         """Per event, its device's level just after it (bytes): the running sum of ``bytes``;

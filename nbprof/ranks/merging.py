@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import NO_ID, UNFINISHED_KEY, Trace
+from ..model import NO_ID, UNFINISHED_KEY, MemoryEvents, Trace
+from ..model.memory import MEMORY_DEVICES
 from .clocks import clock_shifts
 from .files import rank_of, trace_paths
 
@@ -38,8 +39,9 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
                                    "gkind", "gcall")}
     sparse = {"event_args": [], "shapes": [], "stacks": [], "gpu_args": []}  # (rows, row base)
     notes, rank_meta, segments, async_threads = [], [], [], []
+    memory_parts, memory_devices = [], []
     event_base = gpu_base = 0
-    for trace, rank, source, shift in zip(traces, ranks, sources, shifts):
+    for index, (trace, rank, source, shift) in enumerate(zip(traces, ranks, sources, shifts)):
         name_map = np.array([name_index.setdefault(n, len(name_index)) for n in trace.names]
                             or [0], np.int32)
         category_map = np.array([category_index.setdefault(c, len(category_index))
@@ -48,7 +50,8 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         threads += trace.threads
         thread_rank += [rank] * len(trace.threads)
         async_threads += (np.flatnonzero(trace.async_thread_mask()) + thread_base).tolist()
-        own = np.unique(trace.gpu_device)
+        memory_gpus = trace.memory.device[trace.memory.device >= 0]
+        own = np.union1d(trace.gpu_device, memory_gpus)  # a GPU with memory events only, too
         lowest = int(own.min(initial=0))  # a file may number a device -3: offset, not wrapped
         device_map = np.zeros(int(own.max(initial=0)) - lowest + 1, np.int16)
         for device in own.tolist():
@@ -77,6 +80,12 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         columns["glaunch"].append(trace.gpu_launch)
         columns["gcall"].append(trace.gpu_call)
         columns["gkind"].append(trace.gpu_kind)
+        if len(trace.memory):
+            memory_parts.append(_rank_memory(trace.memory, index - len(traces), device_map,
+                                             lowest, shift["offset_ns"], thread_base, event_base))
+            memory_devices += [[int(device), rank, -1 if device < 0 else own_device]
+                               for device, own_device in _rank_memory_devices(
+                                   memory_parts[-1], trace.memory)]
         for extra, base in (("event_args", event_base), ("shapes", event_base),
                             ("stacks", event_base), ("gpu_args", gpu_base)):
             sparse[extra].append((getattr(trace, extra), base))
@@ -92,7 +101,7 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
     cat = {key: np.concatenate(parts) if parts else np.zeros(0) for key, parts in columns.items()}
     _shifted(cat, segments)
     trace = _sorted_trace(cat, names=list(name_index), threads=threads, categories=categories,
-                          **sparse)
+                          memory=memory_parts, **sparse)
     backends = sorted({str(t.meta.get("backend")) for t in traces})
     world = [t.meta.get("world_size") for t in traces if t.meta.get("world_size")]
     trace.meta = {
@@ -102,9 +111,51 @@ def merge(traces: list[Trace], ranks: list[int], sources=None, align: bool = Tru
         "device_names": device_names, "ranks": rank_meta, "notes": notes}
     if async_threads:
         trace.meta["async_threads"] = async_threads
+    if memory_devices:
+        trace.meta[MEMORY_DEVICES] = memory_devices
     if unfinished := sum(int(t.meta.get(UNFINISHED_KEY) or 0) for t in traces):
         trace.meta[UNFINISHED_KEY] = unfinished
     return trace
+
+
+def _rank_memory(memory: MemoryEvents, cpu_device: int, device_map: np.ndarray, lowest: int,
+                 offset_ns: int, thread_base: int, event_base: int) -> MemoryEvents:
+    """One rank's memory events on the merged clock, threads and devices: its CPU numbered
+    ``cpu_device`` (each rank's own: -n .. -1 in rank order), its GPUs as its GPU intervals'
+    (``device_map``); ops stay ids into the concatenation (+ ``event_base``) until sorted."""
+    device = memory.device.astype(np.int64)
+    gpu = device >= 0
+    merged = np.full(len(device), cpu_device, np.int16)
+    merged[gpu] = device_map[device[gpu] - lowest]
+    thread = memory.thread.astype(np.int64)
+    op = memory.op.astype(np.int64)
+    return MemoryEvents(memory.time_ns + offset_ns, memory.bytes, memory.addr, merged,
+                        np.where(thread >= 0, thread + thread_base, NO_ID).astype(np.int32),
+                        np.where(op >= 0, op + event_base, NO_ID), memory.allocated,
+                        memory.reserved)
+
+
+def _rank_memory_devices(merged: MemoryEvents, own: MemoryEvents):
+    """(merged device, the rank's own device) for each memory device of a rank."""
+    pairs = np.unique(np.stack([merged.device.astype(np.int64), own.device.astype(np.int64)]),
+                      axis=1)
+    return [(int(a), int(b)) for a, b in pairs.T.tolist()]
+
+
+def _merged_memory(parts: list, new_id: np.ndarray) -> MemoryEvents:
+    """The ranks' memory events in one time order, their ops remapped to the sorted rows."""
+    if not parts:
+        return MemoryEvents.empty()
+    op = np.concatenate([part.op for part in parts])
+    op = np.where(op >= 0, new_id[np.maximum(op, 0)] if len(new_id) else NO_ID, NO_ID)
+    return MemoryEvents.build(
+        time_ns=np.concatenate([p.time_ns for p in parts]),
+        bytes=np.concatenate([p.bytes for p in parts]),
+        addr=np.concatenate([p.addr for p in parts]),
+        device=np.concatenate([p.device for p in parts]),
+        thread=np.concatenate([p.thread for p in parts]), op=op,
+        allocated=np.concatenate([p.allocated for p in parts]),
+        reserved=np.concatenate([p.reserved for p in parts]))
 
 
 def _shifted(c: dict, segments: list) -> None:
@@ -163,7 +214,8 @@ def _sorted_trace(c: dict, **tables) -> Trace:
         event_args=combine_sparse(tables["event_args"], new_id),
         shapes=combine_sparse(tables["shapes"], new_id),
         stacks=combine_sparse(tables["stacks"], new_id),
-        gpu_args=combine_sparse(tables["gpu_args"], new_gpu_row))
+        gpu_args=combine_sparse(tables["gpu_args"], new_gpu_row),
+        memory=_merged_memory(tables["memory"], new_id))
 
 
 def combine_sparse(parts: list, new_rows: np.ndarray):

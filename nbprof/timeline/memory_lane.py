@@ -5,7 +5,9 @@ The events stay in the page as typed arrays (time, level, bytes, op) and js/memo
 only the view, a pixel's worth of events as one stroke, as the bars do: a million allocations cost
 what a view's width of points costs. Hovering a point gives the level and the allocation (or, for
 a merged pixel, how many events and their bytes); a click selects the op that allocated.
-Names from the trace reach the page only as tooltip fields (escaped by Bokeh).
+Names from the trace reach the page only as tooltip fields (escaped by Bokeh). Past the
+embedding budget the page carries a reduced level and the kernel serves each view
+(memory_served.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from bokeh.plotting import figure
 from ..analysis.memory import format_bytes, peaks
 from ..model import NO_ID, Trace, device_name
 from .jsfiles import read_js
+from .memory_served import EMBEDDED_BUCKETS, DevicePoints, MemoryServed
 
 ROW_PX = 56
 BLOCK = 32  # events per precomputed block: a merged pixel reads its whole blocks at once
@@ -37,9 +40,11 @@ def _blocks(level: np.ndarray, size: np.ndarray) -> dict:
             "block_big": big.astype(np.int32)}
 
 
-def memory_strip(trace: Trace, plot, size: dict, selection, origin_ns: int):
+def memory_strip(trace: Trace, plot, size: dict, selection, origin_ns: int,
+                 reduce: bool = False):
     """The strip (a figure) and its CustomJS (to run at document ready), or (None, None) when
-    the trace recorded no memory."""
+    the trace recorded no memory. ``reduce``: the page carries a reduced level and the kernel
+    serves each view (memory_served.py), as for a page past its embedding budget."""
     memory = trace.memory
     if not len(memory):
         return None, None
@@ -49,18 +54,20 @@ def memory_strip(trace: Trace, plot, size: dict, selection, origin_ns: int):
                                           if len(trace) else NO_ID, NO_ID), return_inverse=True)
     name_index = name_index.reshape(-1) - int(used[0] < 0 if len(used) else 0)
     names = [trace.names[i] for i in used.tolist() if i >= 0]
-    devices, labels, peak_x, peak_y, peak_text = [], {}, [], [], []
+    devices, labels, peak_x, peak_y, peak_text, served = [], {}, [], [], [], []
     for row, (device, at, peak) in enumerate(found):
         rows = np.flatnonzero(memory.device == device)
-        label = device_name(device)
+        label = device_name(device, trace.meta)
         labels[row + 0.5] = f"memory {label}"
-        devices.append({"t": (memory.time_ns[rows] - origin_ns).astype(np.float64),
-                        "level": level[rows].astype(np.float64),
-                        "bytes": memory.bytes[rows].astype(np.float64),
-                        "name": name_index[rows].astype(np.int32),
-                        "op": memory.op[rows].astype(np.int32),
-                        **_blocks(level[rows], memory.bytes[rows]),
-                        "row": row, "peak": float(max(peak, 1)), "label": label})
+        events = DevicePoints((memory.time_ns[rows] - origin_ns).astype(np.float64), level[rows],
+                              memory.bytes[rows], name_index[rows].astype(np.int32),
+                              memory.op[rows].astype(np.int32))
+        served.append(events)
+        drawn = events.reduced() if reduce else {
+            "t": events.t, "level": level[rows].astype(np.float64),
+            "bytes": memory.bytes[rows].astype(np.float64), "name": events.name, "op": events.op,
+            **_blocks(level[rows], memory.bytes[rows])}
+        devices.append({**drawn, "row": row, "peak": float(max(peak, 1)), "label": label})
         peak_x.append(float(memory.time_ns[at] - origin_ns))
         peak_y.append(row + 0.1)
         peak_text.append(f"peak {format_bytes(peak)}")
@@ -88,10 +95,18 @@ def memory_strip(trace: Trace, plot, size: dict, selection, origin_ns: int):
     strip.yaxis.ticker = FixedTicker(ticks=list(labels))
     strip.yaxis.major_label_overrides = labels
     strip.yaxis.major_label_text_font_size = "11px"
+    if reduce:
+        server = MemoryServed(served)
+        strip.title.text = (f"memory: {len(memory):,} events shown at {EMBEDDED_BUCKETS:,} steps "
+                            "per device; in a notebook the kernel draws each event of the view "
+                            "you stop at")
+    request, answer = (server.request, server.answer_source) if reduce else \
+        (ColumnDataSource({}), ColumnDataSource({}))
     callback = CustomJS(code=read_js("memory_lane.js"), args=dict(
         devices=devices, names=names, x_range=plot.x_range, plot=plot, line=line, points=points,
-        selection=selection))
+        selection=selection, request=request, answer=answer))
     plot.x_range.js_on_change("start", callback)
     plot.x_range.js_on_change("end", callback)
     points.selected.js_on_change("indices", callback)
+    answer.js_on_change("data", callback)
     return strip, callback

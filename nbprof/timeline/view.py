@@ -185,7 +185,10 @@ class Timeline:
         self.plot, self.overview = plot, overview
         self.note = Div(text=self._note_html(), name="nbprof_note")
         above, below = extra_rows(trace, plot, size)  # notes; counters and instants
-        memory, memory_callback = memory_strip(trace, plot, size, self.selection, self._origin_ns)
+        self._memory_served = self.served is not None or (
+            max_embedded_events is not None and len(trace.memory) > max_embedded_events)
+        memory, memory_callback = memory_strip(trace, plot, size, self.selection,
+                                               self._origin_ns, reduce=self._memory_served)
         self.layout = column(self.note, *above, plot, *([memory] if memory else []), *below,
                              overview, name="nbprof_timeline", **(
                                  {"sizing_mode": "stretch_width"} if not width else {}))
@@ -204,7 +207,8 @@ class Timeline:
         path = pathlib.Path(path)
         html = file_html(self.layout.document, resources=INLINE,
                          title=title or f"nbprof timeline: {self.trace.meta.get('source', 'trace')}",
-                         suppress_callback_warning=self.served is not None)  # kernel-only serving
+                         suppress_callback_warning=self.served is not None or  # kernel-only
+                         self._memory_served)  # serving
         make_folders(path, "the timeline page")
         return write_file(path, html, "the timeline page")  # a failure keeps any earlier page
 

@@ -107,3 +107,26 @@ def test_a_wide_view_of_many_events_merges_them_per_pixel_and_keeps_the_peak(tmp
     assert "64.0 MiB" in " ".join(wide["level"])  # the peak survives the merging
     assert any(what.startswith("1") and "events: +" in what for what in wide["what"])
     assert 38 <= narrow["points"] <= 42 and all(" in loop" in what for what in narrow["what"])
+
+
+def test_a_page_past_its_budget_draws_the_reduced_level_with_its_counts(tmp_path):
+    """memory_served.py's reduced level (no kernel here: the page's own level): the peak and
+    every event's count survive, and a step the browser asks the kernel for is left as it is."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    trace = many_events_trace()
+    path = save_html(trace, tmp_path / "page.html", max_embedded_events=100_000)
+    with sync_api.sync_playwright() as playwright:
+        browser, page, errors = open_page(playwright, path)
+        try:
+            wide = page.evaluate(STATE)
+            asked = page.evaluate("""() => new Promise(r => setTimeout(() => r(
+              Bokeh.documents[0].get_model_by_name('nbprof_memory_request').data), 300))""")
+            assert not errors, errors
+        finally:
+            browser.close()
+    assert wide["points"] <= 1200
+    assert "64.0 MiB" in " ".join(wide["level"])
+    counted = sum(int(what.split(" events")[0]) if " events" in what else 1
+                  for what in wide["what"])
+    assert counted == len(trace.memory)
+    assert asked["x0"] and asked["width"]  # the view it rests on, for a kernel to answer

@@ -23,6 +23,14 @@ CELLS = [
     "    b = a + 1\n"
     "with torch.profiler.record_function('phase_free'):\n"
     "    del a, b",
+    # past its budget: the memory lane's reduced level, each view served by the kernel
+    "import numpy as np\nimport nbprof\nfrom nbprof.model import MemoryEvents, Trace\n"
+    "n = 200_000\n"
+    "memory = MemoryEvents.build(time_ns=np.arange(n) * 10 + 5, bytes=np.where(np.arange(n) % 2 "
+    "== 0, 1024, -1024), addr=np.arange(n) // 2, device=np.full(n, -1), thread=np.zeros(n))\n"
+    "big = Trace.build(start_ns=[0], end_ns=[n * 10 + 10], thread=[0], name_id=[0], "
+    "names=['loop'], threads=[(1, 1, 'MainThread')], memory=memory)\n"
+    "nbprof.widget(big, name='big', max_embedded_events=100_000)",
 ]
 
 
@@ -64,7 +72,11 @@ def _details(widget):
 _SCROLL_JS = """() => new Promise((done) => {
     for (const doc of Bokeh.documents) {
         const strip = doc.get_model_by_name('nbprof_memory');
-        if (strip) Bokeh.index.find_one(strip).el.scrollIntoView({block: "center"});
+        const view = strip && Bokeh.index.find_one(strip);
+        if (view && view.el.getBoundingClientRect().width) {  // the first shown widget's lane
+            view.el.scrollIntoView({block: "center"});
+            break;
+        }
     }
     requestAnimationFrame(() => requestAnimationFrame(done));
 })"""
@@ -74,7 +86,7 @@ _POINT_JS = """(what) => {
         if (!strip) continue;
         const points = doc.get_model_by_name('nbprof_memory_points');
         const index = points.data.what.indexOf(what);
-        if (index < 0) return null;
+        if (index < 0) continue;  // another widget's lane
         const view = Bokeh.index.find_one(strip);
         const box = view.el.getBoundingClientRect();
         if (!box.width) continue;  // the saved static copy, not shown beside the live widget
@@ -109,3 +121,29 @@ def test_the_memory_tab_shows_the_peak_and_a_holder_selects_its_op(page, artifac
     page.wait_for_function(f"""() => {{
         const d = document.querySelector("{PANEL} .nbprof-details");
         return d && d.innerText.includes('aten::empty'); }}""", timeout=30_000)
+
+
+_SERVED_DOC = """[...Bokeh.index.roots].map(view => view.model.document).find(doc =>
+    doc.get_model_by_name('nbprof_memory_request') &&
+    [...Bokeh.index.roots].some(v => v.model.document === doc && v.el.closest('.nbprof-widget')))"""
+
+
+def test_past_its_budget_the_kernel_serves_the_memory_lanes_view(page, artifacts):
+    """The reduced page shows a few points for a 400 ns view; the kernel's answer, every event
+    in it (each 1 KiB allocation or free "in loop")."""
+    page.wait_for_function(f"() => {{ const doc = {_SERVED_DOC}; return doc && "
+                           "doc.get_model_by_name('nbprof_memory_points').data.x.length > 0; }",
+                           timeout=120_000)
+    page.evaluate(f"""() => {{ const doc = {_SERVED_DOC};
+        doc.get_model_by_name('nbprof_plot').x_range.setv({{start: 1000, end: 1400}}); }}""")
+    try:
+        page.wait_for_function(f"""() => {{ const doc = {_SERVED_DOC};
+            const what = doc.get_model_by_name('nbprof_memory_points').data.what;
+            return what.length >= 38 && what.every(w => w.endsWith(' in loop')); }}""",
+                               timeout=60_000)
+    except Exception:
+        page.screenshot(path=str(artifacts / "memory_lab_served_failed.png"))
+        raise
+    what = page.evaluate(f"() => [...{_SERVED_DOC}.get_model_by_name('nbprof_memory_points')"
+                         ".data.what]")
+    assert 38 <= len(what) <= 42 and set(what) == {"+1.0 KiB in loop", "-1.0 KiB in loop"}

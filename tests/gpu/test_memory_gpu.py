@@ -1,7 +1,10 @@
 """Memory on a real GPU: the caching allocator's levels in the trace against torch's own counters
 (torch.cuda.memory_allocated / max_memory_allocated), through nbprof's native recorder
 (cuda=False: its CPU observer; the memory reporter sees the CUDA allocator on every thread) and
-through a Kineto file torch.profiler wrote (thread-local mode). Run by bench/gpu_check.sh."""
+through its GPU path (recorder="native": CUDA events per op) and through a Kineto file
+torch.profiler wrote (thread-local mode). Run by bench/gpu_check.sh, early."""
+
+import threading
 
 import numpy as np
 import pytest
@@ -44,6 +47,35 @@ def test_native_memory_levels_match_torchs_counters():
         kept = workload()
     check_levels(prof.trace, torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated())
     del kept
+
+
+def test_the_native_gpu_path_records_every_threads_cuda_allocations():
+    """recorder="native" on a GPU (CUDA events per op), memory on: the same levels, and a
+    worker thread's CUDA allocation on its own lane."""
+    library = native.load()
+    if library is None or library.gpu_unavailable():
+        pytest.skip(f"the native recorder's GPU path is not available here: "
+                    f"{native.why_not() or library.gpu_unavailable()}")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    made = []
+
+    def worker():
+        made.append(torch.empty(1 << 20, device="cuda"))  # 4 MiB
+
+    with nbprof.profile(memory=True, recorder="native") as prof:
+        kept = workload()
+        thread = threading.Thread(target=worker, name="cuda worker")
+        thread.start()
+        thread.join()
+        torch.cuda.synchronize()
+    trace = prof.trace
+    assert trace.meta["backend"] == "native-cuda-events"
+    check_levels(trace, torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated())
+    lane = [t.name for t in trace.threads].index("cuda worker")
+    mine = (trace.memory.thread == lane) & (trace.memory.device >= 0)
+    assert trace.memory.bytes[mine].tolist() == [4 << 20]
+    del kept, made
 
 
 def test_a_kineto_file_with_cuda_memory_loads_the_allocators_levels(tmp_path):

@@ -26,7 +26,7 @@ def job(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [str(TORCHRUN), "--standalone", "--nproc-per-node", "2", "-m", "nbprof.cli", "run",
-         "-o", str(out / "page.rank{rank}.html"), "--trace",
+         "-o", str(out / "page.rank{rank}.html"), "--memory", "--trace",
          str(out / "traces" / "step.rank{rank}.json.gz"), str(ROOT / "kernels" / "ddp_mlp.py"),
          "--steps", "3", "--slow-rank", "1"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
@@ -65,6 +65,18 @@ def test_the_ranks_merge_into_one_page_and_summary(job):
     page = job / "job.html"
     assert main(["view", str(job / "traces"), "-o", str(page)]) == 0
     assert "2 ranks merged" in page.read_text()
+
+
+def test_each_ranks_memory_is_its_own_in_the_merged_job(job):
+    merged = nbprof.load(job / "traces")
+    peak = merged.memory_peak()
+    assert peak["device"].tolist() == ["rank 0 · CPU", "rank 1 · CPU"]
+    assert (peak["peak_bytes"] > 0).all()
+    for rank in (0, 1):
+        single = nbprof.load(job / "traces" / f"step.rank{rank}.json.gz")
+        assert single.memory_peak()["peak_bytes"].tolist() == [peak["peak_bytes"][rank]]
+        mine = merged.memory.device == merged.memory.devices()[rank]
+        assert mine.sum() == len(single.memory)
 
 
 def shifts_the_collectives_allow(job) -> tuple[int, int]:

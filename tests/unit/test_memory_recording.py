@@ -2,6 +2,7 @@
 (every thread's allocations and frees), ``%%cudaprof --memory``, ``nbprof run --memory``, and the
 torch path, which records none and says why."""
 
+import sys
 import threading
 
 import numpy as np
@@ -152,3 +153,61 @@ def test_the_overhead_includes_the_memory_recording_and_its_calibration_is_left_
     assert overhead["memory_events"] == int((recorded.memory.thread == 0).sum()) > 0
     # the calibration's storages (64 B each, outside any op) are not the workload's
     assert not ((recorded.memory.bytes == 64) & (recorded.memory.op == NO_ID)).any()
+
+
+def test_a_threads_frees_before_its_first_op_are_recorded(native_library):
+    """Threads that run no op in the block: a worker alive before it, woken inside it, whose
+    first act is dropping a tensor made in the block (a free outside any op), and a thread
+    started inside it whose only act is the same. Their reporters were pushed at a thread's
+    first op, so these frees were missed. (The CPU allocator reports no free of a block made
+    before the profile: it never learnt its size.)"""
+    wake, ready = threading.Event(), threading.Event()
+    handed, base = [], torch.ones(10)
+
+    def sleeper():
+        ready.set()
+        wake.wait()
+        handed.clear()
+        return base + 1.5  # 1.5 becomes a tensor (8 B) before aten::add starts
+
+    alive = threading.Thread(target=sleeper, name="sleeping worker")
+    alive.start()
+    ready.wait()
+    with nbprof.profile(memory=True, cuda=False) as prof:
+        handed.append(torch.ones(2 * MIB))  # 8 MiB
+        wake.set()
+        alive.join()
+        dropped = [torch.ones(MIB), torch.ones(MIB)]  # 4 MiB each
+        late = threading.Thread(target=dropped.clear, name="late dropper")
+        late.start()
+        late.join()
+    trace = prof.trace
+    memory = trace.memory
+    lanes = [thread.name for thread in trace.threads]
+    late = np.flatnonzero(memory.thread == lanes.index("late dropper"))
+    assert memory.bytes[late].tolist() == [-4 * MIB, -4 * MIB]
+    assert (memory.op[late] == NO_ID).all()
+    worker = lanes.index("sleeping worker")
+    rows = np.flatnonzero(memory.thread == worker)
+    first_op = trace.start_ns[trace.thread == worker].min()
+    before = rows[memory.time_ns[rows] < first_op]
+    assert memory.bytes[before].tolist() == [-8 * MIB, 8]  # the free, then the wrapped 1.5
+    assert (memory.op[before] == NO_ID).all()
+
+
+def test_a_python_profiler_on_the_thread_is_left_alone_and_the_note_says_what_that_costs(
+        native_library):
+    calls = []
+
+    def user_profiler(frame, event, arg):
+        calls.append(event)
+
+    sys.setprofile(user_profiler)
+    try:
+        with nbprof.profile(memory=True, cuda=False) as prof:
+            torch.ones(10)
+        still = sys.getprofile()
+    finally:
+        sys.setprofile(None)
+    assert still is user_profiler and calls
+    assert any("sys.setprofile" in note for note in prof.trace.meta["notes"])

@@ -219,3 +219,12 @@ def test_a_carried_library_built_for_this_python_is_found_first_and_records_with
         prof.trace.meta["native"]["library"]
     assert any(frame.endswith(": outer") for stack in prof.trace.stacks.values()
                for frame in stack)
+
+
+def test_memory_is_recorded_beside_the_stacks_and_the_note_says_what_it_misses():
+    with nbprof.profile(cuda=False, with_stack=True, memory=True) as prof:
+        outer(torch.ones(1000))
+    trace = prof.trace
+    assert trace.meta["recorder"] == "native" and len(trace.memory)
+    assert any(frame.endswith(": outer") for stack in trace.stacks.values() for frame in stack)
+    assert any("with_stack's profile function" in note for note in trace.meta["notes"])

@@ -138,7 +138,8 @@ def _top_and_event_chunks(trace: Trace):
         "gpu_launch": trace.gpu_launch,
     }
     if len(trace.memory):
-        block["memory_counters"] = [counter_name(device) for device in trace.memory.devices()]
+        block["memory_counters"] = [counter_name(device, trace.meta)
+                                    for device in trace.memory.devices()]
     top = {"schemaVersion": 1, "displayTimeUnit": "ns",
            "baseTimeNanoseconds": int(meta.get("base_time_ns", 0)), "nbprof": block}
     device_names = meta.get("device_names") or {}

@@ -24,8 +24,8 @@ DEVICE_TYPE_CPU, DEVICE_TYPE_CUDA = 0, 1
 _U64 = 1 << 64
 
 
-def counter_name(device: int) -> str:
-    return f"Memory {device_name(device)}"
+def counter_name(device: int, meta=None) -> str:
+    return f"Memory {device_name(device, meta)}"
 
 
 def _int(value, low=-(1 << 63), high=1 << 63):
@@ -57,7 +57,9 @@ def memory_row(event):
     if not (math.isfinite(ts) and size is not None and hashable(event.pid)
             and hashable(event.tid)) or kind not in (DEVICE_TYPE_CPU, DEVICE_TYPE_CUDA):
         return None
-    device = -1 if kind == DEVICE_TYPE_CPU else _int(args.get("Device Id"), 0, 1 << 15)
+    # Kineto's CPU is Device Id -1; a merged trace's export numbers each rank's CPU -1, -2, ...
+    device = (_int(args.get("Device Id"), -(1 << 15), 0) or -1 if kind == DEVICE_TYPE_CPU else
+              _int(args.get("Device Id"), 0, 1 << 15))
     if device is None:
         return None
     addr = _int(args.get("Addr"), -(1 << 63), _U64)
@@ -109,7 +111,7 @@ def memory_counters(trace: Trace, rows: slice, level: np.ndarray, micros) -> lis
     memory's levels()), on that device's track."""
     memory = trace.memory.take(rows)
     level = level[rows].tolist()
-    names = {device: counter_name(device) for device in memory.devices()}
+    names = {device: counter_name(device, trace.meta) for device in memory.devices()}
     pid = trace.threads[0].pid if trace.threads else 0
     return [{"ph": "C", "name": names[device], "pid": pid, "tid": 0, "ts": ts,
              "args": {"allocated": value}}

@@ -7,6 +7,12 @@
 // and ThreadLocalState carries it into autograd's and at::launch's threads. Its config is
 // Disabled, so torch.autograd._profiler_enabled() still reads False.
 //
+// A thread's first allocation of a session may come before its first op (a wrapped scalar, a
+// Python del, a worker woken from a queue): memory_records.py also has every Python thread run
+// nbp_memory_profile_hook at its next Python call or return (a one-shot profile function set on
+// each thread at the start, and on each thread started during the session), which pushes the
+// Reporter there and removes itself.
+//
 // Hot path (every allocation and free of a thread that ran an op): no lock, no allocation
 // but a chunk per kChunk events. A Reporter pushed on another thread than the one that stops
 // is popped by that thread itself (the slot is the thread's own): at its next allocation after
@@ -57,6 +63,10 @@ std::atomic<bool> g_paused{false};     // the calibration's "off" rounds
 std::atomic<uint64_t> g_session{0};
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 thread_local MemoryThread* tl_thread = nullptr;
+// Python's PyEval_SetProfile (given by memory_records.py: this library links no Python), with
+// which a thread's one-shot profile hook removes itself.
+using SetProfile = void (*)(void*, void*);
+SetProfile g_set_profile = nullptr;
 
 MemoryThread* this_thread() {
   uint64_t session = g_session.load(std::memory_order_relaxed);
@@ -148,6 +158,7 @@ void nbp_memory_start(uint64_t session) {
   bool on = g_enabled.load();
   if (on) g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
   g_recording.store(on);
+  nbp_memory_begin_thread(session);  // the starting thread, before its first op
 }
 
 void nbp_memory_stop() {
@@ -160,6 +171,24 @@ extern "C" {
 void nbp_memory_enable(int enabled) { g_enabled.store(enabled != 0); }
 
 void nbp_memory_pause(int paused) { g_paused.store(paused != 0); }
+
+void nbp_memory_enter_thread() {
+  try {
+    nbp_memory_begin_thread(g_session.load(std::memory_order_relaxed));
+  } catch (...) {
+    // no reporter on this thread: its first op tries again
+  }
+}
+
+void nbp_memory_set_profile_api(void* set_profile) {
+  g_set_profile = reinterpret_cast<SetProfile>(set_profile);
+}
+
+int nbp_memory_profile_hook(void*, void*, int, void*) {
+  nbp_memory_enter_thread();
+  if (g_set_profile) g_set_profile(nullptr, nullptr);  // once per thread: the hook goes
+  return 0;
+}
 
 void nbp_memory_leave_thread() {
   if (!g_recording.load() && tl_pushed) pop_if_ours(tl_pushed.get());

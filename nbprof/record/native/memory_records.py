@@ -8,11 +8,13 @@ thread is the lane of its OS thread; its op is found in the Trace (model/memory.
 from __future__ import annotations
 
 import ctypes
+import sys
+import threading
 from typing import NamedTuple
 
 import numpy as np
 
-from ...model import NO_ID, MemoryEvents, Trace
+from ...model import NO_ID, MemoryEvents, Thread, Trace
 from ...model.memory import attributed
 
 DEVICE_TYPE_CPU, DEVICE_TYPE_CUDA = 0, 1  # c10::DeviceType
@@ -86,6 +88,67 @@ def leave_before_torch_profilers(library) -> None:
     _left = True
 
 
+NOTE_PROFILED = ("memory: a Python profiler (sys.setprofile) is on: other Python threads' "
+                 "allocations are recorded from their first op of the block only (an allocation "
+                 "outside any op before it, such as a del, is missed).")
+
+
+NOTE_UNHOOKED = ("memory: other Python threads' allocations are recorded from their first op of "
+                 "the block only ({error}).")
+
+
+def hook_threads(library):
+    """Every Python thread pushes its reporter at its next Python call or return, before it can
+    allocate outside an op (its first op would, but a del or a wrapped scalar comes earlier):
+    a one-shot C profile function on each thread alive now, and threading's hook for those
+    started during the session. After the start (the hook pushes only while recording).
+    Returns (undo, note): ``undo()`` restores threading's hook (a thread whose one-shot hook has
+    not run yet removes it at its next call, pushing nothing); ``note`` is why other threads
+    were left as they were (a profile function on this one, which the hooks would replace)."""
+    if sys.getprofile() is not None:
+        return (lambda: None), NOTE_PROFILED
+    try:
+        _hook_every_thread(library)
+    except AttributeError as error:  # a Python without these C functions: first ops only
+        return (lambda: None), NOTE_UNHOOKED.format(error=error)
+    previous = threading.getprofile()
+    enter = library.lib.nbp_memory_enter_thread
+    enter.restype = None
+
+    def first_call(frame, event, arg):  # a thread started during the session: its first call
+        enter()
+        sys.setprofile(previous)
+
+    threading.setprofile(first_call)
+    return (lambda: threading.setprofile(previous)), ""
+
+
+def _hook_every_thread(library) -> None:
+    """The one-shot C hook on every Python thread but this one (whose reporter the start
+    pushed)."""
+    lib, api = library.lib, ctypes.pythonapi
+    lib.nbp_memory_set_profile_api.argtypes = [ctypes.c_void_p]
+    lib.nbp_memory_set_profile_api(ctypes.cast(api.PyEval_SetProfile, ctypes.c_void_p))
+    hook = ctypes.cast(lib.nbp_memory_profile_hook, ctypes.c_void_p)
+    if hasattr(api, "_PyEval_SetProfile"):  # 3.9 - 3.12: per thread state, this one left out
+        api._PyEval_SetProfile.argtypes = [ctypes.c_void_p] * 3
+        for name in ("PyThreadState_Get", "PyInterpreterState_Get", "PyInterpreterState_ThreadHead",
+                     "PyThreadState_Next"):
+            getattr(api, name).restype = ctypes.c_void_p
+        api.PyInterpreterState_ThreadHead.argtypes = api.PyThreadState_Next.argtypes = \
+            [ctypes.c_void_p]
+        this = api.PyThreadState_Get()
+        state = api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Get())
+        while state:
+            if state != this:
+                api._PyEval_SetProfile(state, hook, None)
+            state = api.PyThreadState_Next(state)
+    else:  # 3.12+: every thread, then this one's off again (its reporter is pushed at start)
+        api.PyEval_SetProfileAllThreads.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        api.PyEval_SetProfileAllThreads(hook, None)
+        sys.setprofile(None)
+
+
 def read(library) -> MemoryRecords:
     """The last session's events (after its stop); the reporter's buffers are released."""
     lib = library.lib
@@ -104,10 +167,12 @@ def read(library) -> MemoryRecords:
 
 
 def memory_of(records: MemoryRecords, trace: Trace, base_time_ns: int,
-              drop_windows=()) -> MemoryEvents:
+              drop_windows=(), thread_names=None) -> MemoryEvents:
     """The Trace's memory columns: times from ``base_time_ns``, the thread of each OS thread id,
     the op found in ``trace``. ``drop_windows``: (os tid, start, end) Unix-ns windows whose
-    events are nbprof's own (its calibration's allocations)."""
+    events are nbprof's own (its calibration's allocations). A thread that allocated or freed
+    but ran no op gets a lane of its own in ``trace.threads``, named from ``thread_names``
+    (OS tid -> name)."""
     keep = np.isin(records.device_type, (DEVICE_TYPE_CPU, DEVICE_TYPE_CUDA))
     other = int((~keep).sum())
     if other:
@@ -117,6 +182,11 @@ def memory_of(records: MemoryRecords, trace: Trace, base_time_ns: int,
         keep &= ~((records.os_tid == tid) & (records.time_ns >= start) & (records.time_ns <= end))
     lane_of = {thread.tid: lane for lane, thread in enumerate(trace.threads)}
     tids, inverse = np.unique(records.os_tid[keep], return_inverse=True)
+    pid = trace.threads[0].pid if trace.threads else 0
+    for tid in tids.tolist():
+        if tid not in lane_of:
+            lane_of[tid] = len(trace.threads)
+            trace.threads.append(Thread(pid, tid, (thread_names or {}).get(tid, f"thread {tid}")))
     lanes = np.array([lane_of.get(int(tid), NO_ID) for tid in tids.tolist()], np.int32)
     device = np.where(records.device_type[keep] == DEVICE_TYPE_CPU, -1, records.device_index[keep])
     memory = MemoryEvents.build(

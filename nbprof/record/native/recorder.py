@@ -12,6 +12,10 @@ from .python_calls import PythonCalls
 from .records import ABI_VERSION
 
 RECORDERS = ("auto", "native", "torch")
+NOTE_MEMORY_WITH_STACK = ("memory: with_stack's profile function runs on every thread, so other "
+                          "Python threads' allocations are recorded from their first op of the "
+                          "block only (an allocation outside any op before it, such as a del, is "
+                          "missed).")
 
 
 class NativeRecorder:
@@ -31,6 +35,8 @@ class NativeRecorder:
         self.gpu, self.gpu_depth, self.anchor_devices = gpu, gpu_depth, list(anchor_devices)
         self.memory = memory and memory_records.has_memory(library)
         self.memory_records = None  # what the memory reporter read at the stop
+        self.notes = []  # for the trace's meta
+        self._unhook = lambda: None
         self.cuda_session, self.cuda_required = cuda_session, cuda_required
         self.cuda_error = ""  # why CUPTI's session did not start (kernels not required)
         self.cuda_records = None  # what it recorded (KinetoRecords), read at the stop
@@ -56,17 +62,24 @@ class NativeRecorder:
             self._stop_cuda()  # nothing stays on after a failed start
             self.cuda_records = None
             raise
-        if self.python_calls is not None:
+        if self.python_calls is not None:  # before the memory hooks: they see it's on
             try:
                 self.python_calls.start()
             except BaseException:
                 self._stop_observer()
                 raise
+        if self.memory:
+            self._unhook, note = memory_records.hook_threads(self.library)
+            if note == memory_records.NOTE_PROFILED and self.python_calls is not None:
+                note = NOTE_MEMORY_WITH_STACK
+            self.notes += [note] if note else []
 
     def pause_memory(self, paused: bool) -> None:
         memory_records.pause(self.library, paused)
 
     def stop(self):
+        self._unhook()
+        self._unhook = lambda: None
         python = None
         try:
             if self.python_calls is not None:  # first: the observer's stop is no Python call
