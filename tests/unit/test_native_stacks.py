@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import threading
 
+import numpy as np
 import pytest
 import torch
 
@@ -221,10 +222,32 @@ def test_a_carried_library_built_for_this_python_is_found_first_and_records_with
                for frame in stack)
 
 
-def test_memory_is_recorded_beside_the_stacks_and_the_note_says_what_it_misses():
+def test_memory_is_recorded_beside_the_stacks_from_each_threads_first_python_call():
+    """with_stack's profile function replaces the memory reporter's one-shot thread hooks and
+    does their work: a worker woken in the block whose first act frees a tensor (outside any op)
+    has that free recorded, and its stack too."""
+    wake, ready, handed = threading.Event(), threading.Event(), []
+
+    def sleeper():
+        ready.set()
+        wake.wait()
+        handed.clear()  # frees 8 MiB before this thread's first op
+        outer(torch.ones(2))
+
+    alive = threading.Thread(target=sleeper, name="sleeping worker")
+    alive.start()
+    ready.wait()
     with nbprof.profile(cuda=False, with_stack=True, memory=True) as prof:
-        outer(torch.ones(1000))
-    trace = prof.trace
-    assert trace.meta["recorder"] == "native" and len(trace.memory)
-    assert any(frame.endswith(": outer") for stack in trace.stacks.values() for frame in stack)
-    assert any("with_stack's profile function" in note for note in trace.meta["notes"])
+        handed.append(torch.ones(2 << 20))
+        wake.set()
+        alive.join()
+    trace, memory = prof.trace, prof.trace.memory
+    assert trace.meta["recorder"] == "native"
+    assert not [note for note in trace.meta["notes"] if note.startswith("memory:")]
+    lane = [thread.name for thread in trace.threads].index("sleeping worker")
+    rows = np.flatnonzero(memory.thread == lane)
+    first_op = trace.start_ns[(trace.thread == lane) & (trace.category == 0)].min()
+    assert -(8 << 20) in memory.bytes[rows[memory.time_ns[rows] < first_op]].tolist()
+    woken = f"{HERE}({line_of(sleeper) + 2}): sleeper"  # where it waited: wake.wait()
+    assert ("aten::add", (f"{HERE}({line_of(inner)}): inner", f"{HERE}({line_of(outer)}): outer",
+                          woken)) in op_stacks(trace, "sleeping worker")

@@ -10,6 +10,8 @@
 // functions say "unavailable" and nbprof records with_stack through torch's profiler.
 #include "python_calls.h"
 
+#include "memory.h"
+
 #ifdef NBP_PYTHON
 #include <Python.h>
 #include <frameobject.h>
@@ -32,6 +34,7 @@ struct Event {
 struct ThreadCalls {
   int64_t os_tid;
   std::vector<Event> events;
+  bool entered = false;  // its memory reporter pushed (memory.cpp), at its first call or return
 };
 
 struct Code {
@@ -86,16 +89,19 @@ int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject*) {
     PyEval_SetProfile(nullptr, nullptr);
     return 0;
   }
+  if (what != PyTrace_CALL && what != PyTrace_RETURN) return 0;  // C calls: not recorded
+  auto* thread = static_cast<ThreadCalls*>(PyCapsule_GetPointer(calls, nullptr));
+  if (!thread->entered) {  // what the memory reporter's own one-shot hook would do here
+    thread->entered = true;
+    nbp_memory_enter_thread();  // nothing unless memory is recorded
+  }
+  int32_t key = -1;  // a return (also when the frame unwinds an exception)
   if (what == PyTrace_CALL) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    int32_t key = call_key(reinterpret_cast<PyObject*>(code));
+    key = call_key(reinterpret_cast<PyObject*>(code));
     Py_DECREF(code);
-    static_cast<ThreadCalls*>(PyCapsule_GetPointer(calls, nullptr))
-        ->events.push_back({static_cast<int64_t>(c10::getApproximateTime()), key});
-  } else if (what == PyTrace_RETURN) {  // also when the frame unwinds an exception
-    static_cast<ThreadCalls*>(PyCapsule_GetPointer(calls, nullptr))
-        ->events.push_back({static_cast<int64_t>(c10::getApproximateTime()), -1});
   }
+  thread->events.push_back({static_cast<int64_t>(c10::getApproximateTime()), key});
   return 0;
 }
 

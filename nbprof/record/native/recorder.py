@@ -12,10 +12,6 @@ from .python_calls import PythonCalls
 from .records import ABI_VERSION
 
 RECORDERS = ("auto", "native", "torch")
-NOTE_MEMORY_WITH_STACK = ("memory: with_stack's profile function runs on every thread, so other "
-                          "Python threads' allocations are recorded from their first op of the "
-                          "block only (an allocation outside any op before it, such as a del, is "
-                          "missed).")
 
 
 class NativeRecorder:
@@ -62,16 +58,14 @@ class NativeRecorder:
             self._stop_cuda()  # nothing stays on after a failed start
             self.cuda_records = None
             raise
-        if self.python_calls is not None:  # before the memory hooks: they see it's on
+        if self.python_calls is not None:
             try:
                 self.python_calls.start()
             except BaseException:
                 self._stop_observer()
                 raise
-        if self.memory:
-            self._unhook, note = memory_records.hook_threads(self.library)
-            if note == memory_records.NOTE_PROFILED and self.python_calls is not None:
-                note = NOTE_MEMORY_WITH_STACK
+        if self.memory and self.python_calls is None:  # else with_stack's profile function
+            self._unhook, note = memory_records.hook_threads(self.library)  # pushes them
             self.notes += [note] if note else []
 
     def pause_memory(self, paused: bool) -> None:
