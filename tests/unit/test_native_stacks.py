@@ -251,3 +251,23 @@ def test_memory_is_recorded_beside_the_stacks_from_each_threads_first_python_cal
     woken = f"{HERE}({line_of(sleeper) + 2}): sleeper"  # where it waited: wake.wait()
     assert ("aten::add", (f"{HERE}({line_of(inner)}): inner", f"{HERE}({line_of(outer)}): outer",
                           woken)) in op_stacks(trace, "sleeping worker")
+
+
+def generator(x):
+    yield x + 1
+    yield x * 2
+
+
+def test_a_generator_resumed_is_named_by_the_line_it_resumes_at_as_on_torchs_path():
+    def ops_in_generator(recorder):
+        with nbprof.profile(cuda=False, with_stack=True, recorder=recorder) as prof:
+            for _ in generator(torch.ones(2)):
+                pass
+        return [entry for entry in op_stacks(prof.trace, "MainThread")
+                if entry[0] in ("aten::add", "aten::mul")]
+
+    line = line_of(generator)
+    native_ops = ops_in_generator("native")
+    assert native_ops == ops_in_generator("torch")
+    assert native_ops == [("aten::add", (f"{HERE}({line}): generator",)),
+                          ("aten::mul", (f"{HERE}({line + 1}): generator",))]

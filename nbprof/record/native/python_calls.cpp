@@ -98,7 +98,12 @@ int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject*) {
   int32_t key = -1;  // a return (also when the frame unwinds an exception)
   if (what == PyTrace_CALL) {
     PyCodeObject* code = PyFrame_GetCode(frame);
-    key = call_key(reinterpret_cast<PyObject*>(code));
+    auto* object = reinterpret_cast<PyObject*>(code);
+    // A generator or coroutine is "called" again at each resume: torch names it by the line it
+    // resumes at (a yield's), so it is keyed by that line; any other call by its code alone.
+    key = code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
+              ? frame_key(object, PyFrame_GetLineNumber(frame))
+              : call_key(object);
     Py_DECREF(code);
   }
   thread->events.push_back({static_cast<int64_t>(c10::getApproximateTime()), key});
