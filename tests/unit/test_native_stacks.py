@@ -271,3 +271,31 @@ def test_a_generator_resumed_is_named_by_the_line_it_resumes_at_as_on_torchs_pat
     assert native_ops == ops_in_generator("torch")
     assert native_ops == [("aten::add", (f"{HERE}({line}): generator",)),
                           ("aten::mul", (f"{HERE}({line + 1}): generator",))]
+
+
+def test_a_models_ops_have_torchs_stacks_with_its_modules_named_as_torch_names_them():
+    """Every op of a forward and backward, on every lane, has the stack torch's path gives it
+    (nn.Module calls named "nn.Module: Linear_0"), but for torch's innermost C-function frame
+    ("<built-in method ...>"), which the native tracer does not record."""
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    inputs = torch.randn(4, 8)
+
+    def step():
+        model(inputs).sum().backward()
+
+    step()
+
+    def ops(recorder):
+        with nbprof.profile(cuda=False, with_stack=True, recorder=recorder) as prof:
+            step()
+        trace = prof.trace
+        python = trace.categories.index("python_function")
+        return [(trace.threads[trace.thread[row]].name, trace.names[trace.name_id[row]],
+                 tuple(frame for frame in trace.stacks.get(row, ())
+                       if not frame.startswith("<built-in")))
+                for row in range(len(trace)) if trace.category[row] != python]
+
+    native_ops = ops("native")
+    assert native_ops == ops("torch")
+    linear = [stack for _, name, stack in native_ops if name == "aten::linear"]
+    assert [stack[2] for stack in linear] == ["nn.Module: Linear_0", "nn.Module: Linear_1"]

@@ -39,8 +39,10 @@ struct ThreadCalls {
 
 struct Code {
   PyObject* code;  // an owned reference: its address cannot be reused while recording
-  int32_t line;    // -1: a call (named by its first instruction's line at read), else the line
-};                 // a frame was at when recording started
+  int32_t line;    // -1: a call (named by its first instruction's line at read), kModule: an
+};                 // nn.Module called (`code` is the module), else the line a frame was at
+
+constexpr int32_t kModule = -2;
 
 struct Slice {
   int64_t start, end, os_tid;
@@ -54,6 +56,8 @@ std::vector<Code> g_codes;
 std::unordered_map<PyObject*, int32_t> g_call_keys;            // line -1
 std::unordered_map<PyObject*, std::vector<int32_t>> g_at_keys;  // seeded frames, a few
 struct Slot { PyObject* code; int32_t key; } g_cache[kCache];
+std::unordered_map<PyObject*, int32_t> g_module_keys;        // module instance -> key
+PyObject* g_module_call = nullptr;  // nn.Module.__call__'s code: a module's call, named after it
 std::vector<Slice> g_slices;
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 bool g_on = false;
@@ -83,6 +87,27 @@ int32_t frame_key(PyObject* code, int32_t line) {
   return keys.back();
 }
 
+// torch's tracer names a module's call "nn.Module: Linear_0" (its class and which instance of
+// that class, in order of first call): the frame's `self` is the key, the name is made at read.
+int32_t module_key(PyFrameObject* frame, PyObject* code) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* self = PyFrame_GetVarString(frame, "self");
+#else
+  PyObject* locals = PyFrame_GetLocals(frame);
+  PyObject* self = locals ? PyMapping_GetItemString(locals, "self") : nullptr;
+  Py_XDECREF(locals);
+#endif
+  if (!self) {
+    PyErr_Clear();
+    return call_key(code);
+  }
+  auto found = g_module_keys.find(self);
+  int32_t key = found != g_module_keys.end() ? found->second
+                                            : (g_module_keys[self] = new_key(self, kModule));
+  Py_DECREF(self);
+  return key;
+}
+
 int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject*) {
   if (g_hook_only) return 0;
   if (g_forked) {  // a forked child (DataLoader worker) records nothing: off on first use
@@ -101,7 +126,8 @@ int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject*) {
     auto* object = reinterpret_cast<PyObject*>(code);
     // A generator or coroutine is "called" again at each resume: torch names it by the line it
     // resumes at (a yield's), so it is keyed by that line; any other call by its code alone.
-    key = code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
+    key = object == g_module_call ? module_key(frame, object)
+          : code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
               ? frame_key(object, PyFrame_GetLineNumber(frame))
               : call_key(object);
     Py_DECREF(code);
@@ -161,6 +187,12 @@ void child_after_fork() {
 extern "C" {
 
 int nbp_py_available() { return 1; }
+
+void nbp_py_set_module_call(void* code) {
+  Py_XINCREF(static_cast<PyObject*>(code));
+  Py_XDECREF(g_module_call);
+  g_module_call = static_cast<PyObject*>(code);
+}
 
 int nbp_py_start(int hook_only) {
   static bool atfork = (pthread_atfork(nullptr, nullptr, child_after_fork), true);
@@ -235,6 +267,7 @@ void nbp_py_release() {
   std::vector<Code>().swap(g_codes);
   g_call_keys.clear();
   g_at_keys.clear();
+  g_module_keys.clear();
   std::fill(std::begin(g_cache), std::end(g_cache), Slot{nullptr, 0});
   std::vector<Slice>().swap(g_slices);
   g_threads.clear();
@@ -248,6 +281,7 @@ extern "C" {
 int nbp_py_available() { return 0; }
 int nbp_py_start(int) { return -1; }
 int nbp_py_trace_thread(void*) { return -1; }
+void nbp_py_set_module_call(void*) {}
 int64_t nbp_py_stop() { return -1; }
 int64_t nbp_py_codes(void**, int32_t*, int64_t) { return 0; }
 int64_t nbp_py_fetch(NbpPySlices*, int64_t) { return 0; }

@@ -21,6 +21,8 @@ struct NbpPySlices {
 
 // 1 where built with Python's headers (else with_stack goes through torch's profiler)
 NBP_API int nbp_py_available();
+// torch.nn.Module.__call__'s code object (null: none): its calls are named after the module.
+NBP_API void nbp_py_set_module_call(void* code);
 // Every thread's calls from now on; the frames each other thread is in count as called now.
 // hook_only: the profile function is installed and returns at once (what CPython's profiling
 // hook costs alone, the floor of any tracer; benchmarks)
@@ -30,8 +32,8 @@ NBP_API int nbp_py_trace_thread(void* frame);
 // Off on every thread; returns the number of slices (then nbp_py_codes, nbp_py_fetch).
 NBP_API int64_t nbp_py_stop();
 // The code objects (owned references, until nbp_py_release) and each one's line: -1 for a call
-// (named by the line its first instruction has, as torch names it), else the line a frame was
-// at when recording started.
+// (named by the line its first instruction has, as torch names it), -2 for an nn.Module's call
+// (the object is the module), else the line a frame was at when recording started.
 NBP_API int64_t nbp_py_codes(void** code, int32_t* line, int64_t capacity);
 NBP_API int64_t nbp_py_fetch(NbpPySlices* out, int64_t capacity);
 NBP_API void nbp_py_release();

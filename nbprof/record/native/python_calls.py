@@ -46,11 +46,15 @@ def _path_prefixes() -> list[str]:
         return []
 
 
+MODULE_CALL = -2  # python_calls.h: the key's object is an nn.Module called
+
+
 def frame_name(code, line: int, prefixes: list[str]) -> str:
-    """``line`` -1: a call, named by the line of its code's first instruction (what torch's
-    tracer reads at the call: the ``def`` line, 0 for a module or a notebook cell)."""
+    """``line`` -1: a call, named by the line of its code's first instruction that has one
+    (what torch's tracer reads at the call: the ``def`` line, 0 for a module or a notebook
+    cell)."""
     if line < 0:
-        line = next(iter(code.co_lines()), (0, 0, 0))[2] or 0
+        line = next((line for _, _, line in code.co_lines() if line is not None), 0)
     filename = code.co_filename
     for prefix in prefixes:
         if filename.startswith(prefix):
@@ -74,6 +78,8 @@ class PythonCalls:
         lib.nbp_py_codes.argtypes = [ctypes.POINTER(ctypes.c_void_p), _P32, ctypes.c_int64]
         lib.nbp_py_fetch.argtypes = [ctypes.POINTER(_Slices), ctypes.c_int64]
         lib.nbp_py_release.restype = None
+        lib.nbp_py_set_module_call.argtypes, lib.nbp_py_set_module_call.restype = \
+            [ctypes.c_void_p], None
         self.lib = lib
         self._previous_hook = None
 
@@ -91,6 +97,9 @@ class PythonCalls:
 
     def start(self, hook_only: bool = False) -> None:
         """``hook_only``: the profile function runs and records nothing (benchmarks: the floor)."""
+        module = sys.modules.get("torch.nn.modules.module")  # a module's call: its own name
+        call = getattr(getattr(getattr(module, "Module", None), "__call__", None), "__code__", None)
+        self.lib.nbp_py_set_module_call(id(call) if call is not None else None)
         if self.lib.nbp_py_start(int(hook_only)) != 0:
             raise RuntimeError("nbprof's Python call recorder is already on (or this is a "
                                "forked child)")
@@ -111,9 +120,17 @@ class PythonCalls:
         codes, lines = (ctypes.c_void_p * keys)(), np.empty(keys, np.int32)
         self.lib.nbp_py_codes(codes, lines.ctypes.data_as(_P32), keys)
         prefixes = _path_prefixes()
-        # the library holds a reference to each code object until nbp_py_release
-        names = [frame_name(ctypes.cast(code, ctypes.py_object).value, line, prefixes)
-                 for code, line in zip(codes, lines.tolist())]
+        # the library holds a reference to each object until nbp_py_release
+        objects = [ctypes.cast(code, ctypes.py_object).value for code in codes]
+        instances: dict[str, int] = {}  # per class name: its modules numbered in call order
+        names = []
+        for thing, line in zip(objects, lines.tolist()):
+            if line == MODULE_CALL:
+                kind = type(thing).__name__
+                instances[kind] = instances.get(kind, -1) + 1
+                names.append(f"nn.Module: {kind}_{instances[kind]}")
+            else:
+                names.append(frame_name(thing, line, prefixes))
         columns = dict(start_ns=np.empty(count, np.int64), end_ns=np.empty(count, np.int64),
                        os_tid=np.empty(count, np.int64), name=np.empty(count, np.int32))
         out = _Slices(*(columns[key].ctypes.data_as(kind) for key, kind in (
