@@ -69,17 +69,24 @@ def time_inside(make_profiler, workload, clock=cpu_clock) -> float:
     return elapsed
 
 
-def in_loop_overhead(workload, rounds: int, profilers=None, clock=cpu_clock) -> dict:
-    """Best seconds per profiler over interleaved rounds: on a shared machine noise only ever
-    adds time, so the minimum is the steadiest estimate of each one's own cost."""
+def overhead_rounds(workload, rounds: int, profilers=None, clock=cpu_clock) -> dict:
+    """Seconds per profiler, one per interleaved round, after a warm-up round (first-call costs
+    are nobody's overhead)."""
     profilers = profilers or PROFILERS
-    for make_profiler in profilers.values():  # warm-up: first-call costs are nobody's overhead
+    for make_profiler in profilers.values():
         time_inside(make_profiler, workload, clock)
     seconds = {name: [] for name in profilers}
     for _ in range(rounds):
         for name, make_profiler in profilers.items():
             gc.collect()
             seconds[name].append(time_inside(make_profiler, workload, clock))
+    return seconds
+
+
+def in_loop_overhead(workload, rounds: int, profilers=None, clock=cpu_clock) -> dict:
+    """Best seconds per profiler over interleaved rounds: on a shared machine noise only ever
+    adds time, so the minimum is the steadiest estimate of each one's own cost."""
+    seconds = overhead_rounds(workload, rounds, profilers, clock)
     return {name: min(values) for name, values in seconds.items()}
 
 

@@ -10,10 +10,12 @@
 #include <c10/util/ApproximateClock.h>
 
 #include <pthread.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -23,7 +25,9 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "gpu_events.h"
@@ -32,9 +36,31 @@
 
 namespace {
 
+// RecordFunction's name is a private std::variant: an op's schema (whose name lives as long as
+// the op is registered) or a std::string of its own (backward nodes, user ranges). Reading it
+// directly lets an op's name be interned by its schema's address alone (no strlen, no strcmp:
+// ~20 ns per op) and a string's by its known length. An explicit instantiation may name a
+// private member ([temp.spec.general]/6): Expose<Tag, &T::m> hands the member pointer out
+// through a friend. A torch whose RecordFunction changes these members fails this build, and
+// nbprof then records through torch's path with a note (build.py).
+template <typename Tag, typename Tag::type Member>
+struct Expose {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+struct FnOf {
+  using type = std::variant<std::string, at::RecordFunction::schema_ref_t> at::RecordFunction::*;
+  friend type member(FnOf);
+};
+struct AsyncOf {
+  using type = bool at::RecordFunction::*;
+  friend type member(AsyncOf);
+};
+template struct Expose<FnOf, &at::RecordFunction::fn_>;
+template struct Expose<AsyncOf, &at::RecordFunction::is_async_>;
+
 constexpr size_t kChunk = 8192;      // records per chunk (~0.5 MB)
 constexpr size_t kKeptChunks = 8;    // per thread, kept for the next profile after a read
-constexpr size_t kNameCache = 256;   // name pointer -> id slots per thread
+constexpr size_t kNameCache = 256;   // slots of each name cache, per thread
 
 enum Flags : uint8_t {
   kAsync = 1,          // RecordFunction::isAsync(): may end anywhere, CPU time only
@@ -77,11 +103,17 @@ struct ThreadBuf {
   uint64_t rf_tid = 0;
   uint32_t depth = 0;
   std::atomic<bool> exited{false};
-  // Names: an id per distinct string. A pointer cache skips the hash, but pointers repeat
-  // for different names (copies on the stack), so a hit is confirmed with strcmp.
+  // Names: an id per distinct string. Two caches skip the hash table: ops' by their schema's
+  // address (a schema is the op's for as long as it is registered), strings' by their length
+  // and bytes, confirmed with memcmp (strings are copies, at addresses that repeat for
+  // different names and change for the same one).
   std::deque<std::string> names;  // deque: stable addresses for the views below
   std::unordered_map<std::string_view, uint32_t> ids;
-  struct Slot { const char* ptr; uint32_t id; } cache[kNameCache];
+  struct OpSlot { const void* schema; uint32_t id; } op_cache[kNameCache];
+  struct TextSlot { const char* name; size_t size; uint32_t id; } text_cache[kNameCache];
+  // 1 while this thread runs a callback of ours: a stop waits for 0 before it reads or
+  // recycles anything (quiesce_threads)
+  std::atomic<uint32_t> inside{0};
   std::vector<int64_t> shapes;  // per record with inputs: n, then per input ndim (-1: none), dims
   nbp_gpu::Pools pools;         // (GPU) CUDA events per device, created once, re-recorded
 };
@@ -92,7 +124,7 @@ std::atomic<uint64_t> g_session{0};
 std::atomic<bool> g_recording{false};
 bool g_forked = false;
 bool g_record_shapes = false;
-bool g_machinery_only = false;  // benchmarks: the callback runs and records nothing (torch's floor)
+std::atomic<bool> g_machinery_only{false};  // benchmarks: the callback runs and records nothing (torch's floor)
 at::CallbackHandle g_handle = 0;
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 std::string g_error;
@@ -111,26 +143,39 @@ constexpr uint32_t kKeptEvents = 1 << 16;  // per (thread, device), kept for the
 // initial-exec: read without a __tls_get_addr call on every op (8 bytes of static TLS)
 thread_local ThreadBuf* tl_buf __attribute__((tls_model("initial-exec"))) = nullptr;
 
+// Set as its thread ends: an op run later by another thread-local's destructor records
+// nothing (its buffer may already be another thread's)
+thread_local bool tl_gone __attribute__((tls_model("initial-exec"))) = false;
+
 struct ThreadExit {  // a thread's end frees its buffer for a later thread once it was read
-  ~ThreadExit() { if (tl_buf) tl_buf->exited.store(true); }
+  ~ThreadExit() {
+    tl_gone = true;
+    if (tl_buf) tl_buf->exited.store(true);
+    tl_buf = nullptr;
+  }
 };
 thread_local ThreadExit tl_exit;
 
+void clear_name_caches(ThreadBuf* tb) {
+  std::memset(tb->op_cache, 0, sizeof(tb->op_cache));
+  std::memset(tb->text_cache, 0, sizeof(tb->text_cache));
+}
+
 // The point where a thread runs its first op of a session: its buffer starts over. Other
 // per-thread work of a session (issue 23's memory reporter) goes here too.
-void begin_thread_session(ThreadBuf* tb, uint64_t session) {
+__attribute__((noinline)) void begin_thread_session(ThreadBuf* tb, uint64_t session) {
   tb->count.store(0, std::memory_order_relaxed);
   tb->depth = 0;
   tb->names.clear();
   tb->ids.clear();
-  std::memset(tb->cache, 0, sizeof(tb->cache));
+  clear_name_caches(tb);
   tb->shapes.clear();
   tb->pools.begin_session();
   tb->session = session;
   nbp_memory_begin_thread(session);
 }
 
-ThreadBuf* register_thread() {
+__attribute__((noinline)) ThreadBuf* register_thread() {
   (void)&tl_exit;  // odr-use: constructs the guard on this thread
   std::lock_guard<std::mutex> lock(g_threads_mutex);
   ThreadBuf* tb = nullptr;
@@ -150,35 +195,56 @@ ThreadBuf* register_thread() {
   return tb;
 }
 
-uint32_t intern(ThreadBuf* tb, const char* name) {
-  if (!name) name = "";
-  // The slot hashes the pointer with the name's length and some of its bytes: backward nodes'
-  // names ("autograd::engine::evaluate_function: AddmmBackward0", "AddmmBackward0", then
-  // "...: ReluBackward0") all come at one stack address and would evict each other from a slot
-  // of the pointer alone. The 8 bytes before the last 8 tell those apart ("dmmBackw").
-  size_t length = std::strlen(name);
-  uint64_t head = 0, tail = 0;
-  std::memcpy(&head, name, length < 8 ? length : 8);
-  if (length > 8) std::memcpy(&tail, name + (length > 16 ? length - 16 : 8), length > 16 ? 8 : length - 8);
-  uint64_t key = (reinterpret_cast<uintptr_t>(name) ^ head ^ (tail * 31) ^ (length << 48)) *
-                 0x9E3779B97F4A7C15ull;
-  auto& slot = tb->cache[key >> 56];
-  if (slot.ptr == name && std::strcmp(tb->names[slot.id].c_str(), name) == 0) return slot.id;
-  std::string_view view(name);
+uint32_t intern_slow(ThreadBuf* tb, std::string_view view) {
   auto found = tb->ids.find(view);
-  uint32_t id;
-  if (found != tb->ids.end()) {
-    id = found->second;
-  } else {
-    id = static_cast<uint32_t>(tb->names.size());
-    tb->names.emplace_back(view);
-    tb->ids.emplace(std::string_view(tb->names.back()), id);
-  }
-  slot = {name, id};
+  if (found != tb->ids.end()) return found->second;
+  auto id = static_cast<uint32_t>(tb->names.size());
+  tb->names.emplace_back(view);
+  tb->ids.emplace(std::string_view(tb->names.back()), id);
   return id;
 }
 
-void record_shapes(ThreadBuf* tb, Record* r, const at::RecordFunction& fn) {
+// A string's id (backward nodes, user ranges): out of the ops' inline path
+__attribute__((noinline)) uint32_t intern_text(ThreadBuf* tb, const char* data, size_t length) {
+  // The slot hashes the length and some bytes, not the address: these strings are built per
+  // op (autograd's "autograd::engine::evaluate_function: AddmmBackward0" on the heap, at an
+  // address that changes from step to step). Backward nodes' names share prefixes and
+  // suffixes: the 8 bytes before the last 8 tell them apart ("dmmBackw").
+  uint64_t head = 0, tail = 0;
+  std::memcpy(&head, data, length < 8 ? length : 8);
+  if (length > 8) std::memcpy(&tail, data + (length > 16 ? length - 16 : 8), length > 16 ? 8 : length - 8);
+  uint64_t key = (head ^ (tail * 31) ^ (length << 48)) * 0x9E3779B97F4A7C15ull;
+  auto& slot = tb->text_cache[key >> 56];
+  if (slot.size == length && slot.name && std::memcmp(slot.name, data, length) == 0)
+    return slot.id;
+  uint32_t id = intern_slow(tb, std::string_view(data, length));
+  slot = {tb->names[id].data(), length, id};
+  return id;
+}
+
+
+__attribute__((noinline)) uint32_t intern_op(ThreadBuf* tb, const at::RecordFunction& fn,
+                                             const void* key) {
+  const char* name = fn.name();
+  uint32_t id = intern_slow(tb, name ? name : "");
+  tb->op_cache[(reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> 56] = {key, id};
+  return id;
+}
+
+inline uint32_t intern(ThreadBuf* tb, const at::RecordFunction& fn) {
+  const auto& descriptor = fn.*member(FnOf{});
+  const auto* schema = std::get_if<at::RecordFunction::schema_ref_t>(&descriptor);
+  if (C10_UNLIKELY(!schema)) {
+    const std::string& text = std::get<std::string>(descriptor);
+    return intern_text(tb, text.data(), text.size());
+  }
+  const void* key = &schema->get();
+  const auto& slot = tb->op_cache[(reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> 56];
+  if (C10_LIKELY(slot.schema == key)) return slot.id;
+  return intern_op(tb, fn, key);
+}
+
+__attribute__((noinline)) void record_shapes(ThreadBuf* tb, Record* r, const at::RecordFunction& fn) {
   auto inputs = fn.inputs();
   r->shapes_at = static_cast<int64_t>(tb->shapes.size());
   tb->shapes.push_back(static_cast<int64_t>(inputs.size()));
@@ -193,64 +259,129 @@ void record_shapes(ThreadBuf* tb, Record* r, const at::RecordFunction& fn) {
   }
 }
 
-// The calling thread's buffer, its session begun, and its next record (published by the
-// caller's count.store(n + 1)): an op's (on_start) or a range's (nbp_range::open).
-Record* next_record(ThreadBuf*& tb, uint64_t& session, size_t& n) {
-  tb = tl_buf ? tl_buf : register_thread();
-  session = g_session.load(std::memory_order_relaxed);
-  if (tb->session != session) begin_thread_session(tb, session);
-  n = tb->count.load(std::memory_order_relaxed);
-  size_t chunk = n / kChunk;
-  if (chunk == tb->chunks.size()) {  // once per kChunk ops, and rarely after the first profile
-    tb->chunks.push_back(static_cast<Record*>(::operator new(sizeof(Record) * kChunk)));
+// Callbacks without a buffer of their thread (an async op ending on a thread that recorded
+// nothing): rare, counted here for quiesce_threads.
+std::atomic<uint32_t> g_inside_unbuffered{0};
+
+// A thread's callback marks itself inside before it reads g_recording, and a stop clears
+// g_recording before it waits for the marks (quiesce_threads): a callback either sees the
+// stop or is waited for. The hot path pays two plain stores for this; the store-load order it
+// needs across threads comes from quiesce_threads' process-wide barrier (membarrier).
+struct Inside {
+  std::atomic<uint32_t>& flag;
+  explicit Inside(std::atomic<uint32_t>& f) : flag(f) {
+    flag.store(1, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
   }
-  return new (tb->chunks[chunk] + n % kChunk) Record();
+  ~Inside() { flag.store(0, std::memory_order_release); }
+};
+
+__attribute__((noinline)) void next_chunk(ThreadBuf* tb, size_t chunk) {
+  if (chunk == tb->chunks.size()) tb->chunks.push_back(nullptr);
+  if (!tb->chunks[chunk])  // new, or freed by a read without its release
+    tb->chunks[chunk] = static_cast<Record*>(::operator new(sizeof(Record) * kChunk));
+}
+
+inline Record* next_record(ThreadBuf* tb, size_t n) {
+  // once per kChunk ops (a chunk kept from the last profile is there already)
+  if (C10_UNLIKELY(n % kChunk == 0)) next_chunk(tb, n / kChunk);
+  Record* r = tb->chunks[n / kChunk] + n % kChunk;
+  // The next op's record: its line is fetched while this op runs, not when it starts (a
+  // prefetch past the chunk's end is harmless: it never faults)
+  __builtin_prefetch(r + 1, 1);
+  return r;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (!g_recording.load(std::memory_order_relaxed) || g_machinery_only) return nullptr;
-  ThreadBuf* tb;
-  uint64_t session;
-  size_t n;
-  Record* r = next_record(tb, session, n);
-  r->name = intern(tb, fn.name());
+  if (g_machinery_only.load(std::memory_order_relaxed)) return nullptr;
+  ThreadBuf* tb = tl_buf;
+  if (C10_UNLIKELY(!tb)) {
+    if (!g_recording.load(std::memory_order_relaxed) || tl_gone) return nullptr;
+    tb = register_thread();
+  }
+  Inside inside(tb->inside);
+  if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
+  uint64_t session = g_session.load(std::memory_order_relaxed);
+  if (C10_UNLIKELY(tb->session != session)) begin_thread_session(tb, session);
+  size_t n = tb->count.load(std::memory_order_relaxed);
+  Record* r = new (next_record(tb, n)) Record;
+  r->end = 0;
   r->fn = &fn;
   r->seq = fn.seqNr();
   r->fwd_tid = fn.forwardThreadId();
-  r->scope = static_cast<uint8_t>(fn.scope());
-  r->depth = static_cast<uint16_t>(tb->depth < 65535 ? tb->depth : 65535);
-  r->flags = 0;
-  r->end = 0;
   r->shapes_at = -1;
+  r->stream = 0;
+  r->name = intern(tb, fn);
+  r->event = 0;
+  uint32_t depth = tb->depth;
+  r->depth = static_cast<uint16_t>(depth < 65535 ? depth : 65535);
+  r->scope = static_cast<uint8_t>(fn.scope());
+  r->flags = 0;
   r->device = -1;
-  if (g_record_shapes) record_shapes(tb, r, fn);
-  bool gpu = nbp_gpu::g_on.load(std::memory_order_relaxed) && tb->depth < nbp_gpu::g_depth;
   r->session = static_cast<uint8_t>(session);
-  tb->depth++;
+  if (C10_UNLIKELY(g_record_shapes)) record_shapes(tb, r, fn);
+  bool gpu = nbp_gpu::g_on.load(std::memory_order_relaxed) && depth < nbp_gpu::g_depth;
+  tb->depth = depth + 1;
   r->start = static_cast<int64_t>(c10::getApproximateTime());
   // after the CPU time: an event cannot complete before that time (gpu_clock.py's anchor error)
-  if (gpu) nbp_gpu::record_start(tb->pools, r->event, r->device, r->stream, r->flags);
+  if (C10_UNLIKELY(gpu)) nbp_gpu::record_start(tb->pools, r->event, r->device, r->stream, r->flags);
   tb->count.store(n + 1, std::memory_order_release);
   return std::unique_ptr<at::ObserverContext>(r);
 }
 
-void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
-  int64_t now = static_cast<int64_t>(c10::getApproximateTime());
-  if (!ctx || !g_recording.load(std::memory_order_relaxed)) return;
-  auto* r = static_cast<Record*>(ctx);
-  if (r->fn != &fn || r->flags & kEnded) return;
+void end_record(const at::RecordFunction& fn, Record* r, ThreadBuf* tb, int64_t now) {
+  if (r->fn != &fn || r->flags & kEnded) return;  // its slot holds a later op already
   r->end = now;
   uint8_t flags = kEnded;
-  if (fn.isAsync()) flags |= kAsync;
-  ThreadBuf* tb = tl_buf;  // fn.threadId() is the starting thread's (inline, no call)
+  if (fn.*member(AsyncOf{})) flags |= kAsync;
   if (!tb || fn.threadId() != tb->rf_tid) {
     flags |= kOtherThread;  // its pool is another thread's: no end event (CPU time only)
-  } else {
+  } else if (r->session == static_cast<uint8_t>(tb->session)) {
+    // (an op opened before a stop and closed after the next start: not this session's depth)
     if (tb->depth > 0) tb->depth--;
-    if (r->device >= 0 && r->session == static_cast<uint8_t>(tb->session))
-      nbp_gpu::record_end(tb->pools, r->event, r->device, flags);
+    if (r->device >= 0) nbp_gpu::record_end(tb->pools, r->event, r->device, flags);
   }
   r->flags |= flags;
+}
+
+void on_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (!ctx) return;  // not recorded (and the floor benchmark's callback reads no clock)
+  int64_t now = static_cast<int64_t>(c10::getApproximateTime());
+  ThreadBuf* tb = tl_buf;  // fn.threadId() is the starting thread's (inline, no call)
+  if (C10_LIKELY(tb != nullptr)) {
+    Inside inside(tb->inside);
+    if (g_recording.load(std::memory_order_relaxed))
+      end_record(fn, static_cast<Record*>(ctx), tb, now);
+    return;
+  }
+  g_inside_unbuffered.fetch_add(1);  // seq_cst: ordered before the load below
+  if (g_recording.load()) end_record(fn, static_cast<Record*>(ctx), nullptr, now);
+  g_inside_unbuffered.fetch_sub(1, std::memory_order_release);
+}
+
+// At a stop, after g_recording went false: every callback that still saw it true has
+// finished, so the buffers may be read and recycled. (A RecordFunction built before the stop
+// still calls on_end later; it then sees g_recording false, or a slot that is not its own.)
+void quiesce_threads() {
+  // A forked child has one thread: marks of the parent's others were copied, never cleared.
+  if (g_forked) return;
+  // Makes every thread's earlier stores (its inside mark) visible here, and g_recording's
+  // store visible to every thread, as a fence on each would (without one on the hot path).
+  static const bool expedited =
+      syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  if (!expedited || syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+    // No membarrier (an old kernel, a seccomp filter): store buffers drain within
+    // microseconds and a context switch drains them, so a millisecond covers the same order.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::vector<ThreadBuf*> threads;
+  {
+    std::lock_guard<std::mutex> lock(g_threads_mutex);
+    threads = g_threads;
+  }
+  for (ThreadBuf* tb : threads)
+    while (tb->inside.load(std::memory_order_acquire)) std::this_thread::yield();
+  while (g_inside_unbuffered.load(std::memory_order_acquire)) std::this_thread::yield();
 }
 
 void child_after_fork() {  // a forked child (DataLoader worker) records nothing
@@ -305,12 +436,20 @@ namespace nbp_range {  // observer.h: ranges.cpp's hook
 
 void* open(const char* name, Events* events) {
   events->pools = nullptr;
-  if (!g_recording.load(std::memory_order_relaxed) || g_machinery_only) return nullptr;
-  ThreadBuf* tb;
-  uint64_t session;
-  size_t n;
-  Record* r = next_record(tb, session, n);
-  r->name = intern(tb, name);
+  if (g_machinery_only.load(std::memory_order_relaxed)) return nullptr;
+  ThreadBuf* tb = tl_buf;
+  if (!tb) {
+    if (!g_recording.load(std::memory_order_relaxed) || tl_gone) return nullptr;
+    tb = register_thread();
+  }
+  Inside inside(tb->inside);
+  if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
+  uint64_t session = g_session.load(std::memory_order_relaxed);
+  if (tb->session != session) begin_thread_session(tb, session);
+  size_t n = tb->count.load(std::memory_order_relaxed);
+  Record* r = new (next_record(tb, n)) Record;
+  if (!name) name = "";
+  r->name = intern_text(tb, name, std::strlen(name));
   r->fn = r;  // no RecordFunction: the record is its own key (close() checks the session)
   r->seq = -1;
   r->fwd_tid = 0;
@@ -319,6 +458,8 @@ void* open(const char* name, Events* events) {
   r->flags = 0;
   r->end = 0;
   r->shapes_at = -1;
+  r->stream = 0;
+  r->event = 0;
   r->device = -1;
   r->session = static_cast<uint8_t>(session);
   if (nbp_gpu::g_on.load(std::memory_order_relaxed) && tb->depth < nbp_gpu::g_depth)
@@ -333,7 +474,9 @@ bool close(void* record) {
   int64_t now = static_cast<int64_t>(c10::getApproximateTime());
   auto* r = static_cast<Record*>(record);
   ThreadBuf* tb = tl_buf;
-  if (!r || !tb || !g_recording.load(std::memory_order_relaxed) ||
+  if (!r || !tb) return false;
+  Inside inside(tb->inside);
+  if (!g_recording.load(std::memory_order_relaxed) ||
       tb->session != g_session.load(std::memory_order_relaxed) ||
       r->session != static_cast<uint8_t>(tb->session) || r->flags & kEnded)
     return false;  // opened in an earlier session: its slot may be another record's now
@@ -358,7 +501,7 @@ int nbp_start(int record_shapes, int machinery_only) {
   if (g_recording.load()) { g_error = "already recording"; return -1; }
   return guarded([&] {
     g_record_shapes = record_shapes != 0;
-    g_machinery_only = machinery_only != 0;
+    g_machinery_only.store(machinery_only != 0);
     g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
     g_gpu_session = false;
     g_gpu_error.clear();
@@ -389,6 +532,7 @@ int64_t nbp_stop() {
     guarded([] { at::removeCallback(g_handle); });
     g_handle = 0;
   }
+  quiesce_threads();
   std::lock_guard<std::mutex> lock(g_threads_mutex);
   int64_t total = 0;
   uint64_t session = g_session.load();
@@ -526,7 +670,7 @@ void nbp_release() {
     tb->count.store(0);
     tb->names.clear();
     tb->ids.clear();
-    std::memset(tb->cache, 0, sizeof(tb->cache));
+    clear_name_caches(tb);
     std::vector<int64_t>().swap(tb->shapes);
     if (!g_forked) nbp_gpu::trim(tb->pools, kKeptEvents);  // a forked child touches no CUDA
   }
