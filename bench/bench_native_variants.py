@@ -28,7 +28,7 @@ def compiled_variants(folder: Path) -> dict:
     for which in build.VARIANT_FLAGS:
         target = folder / which / build.LIBRARY
         target.parent.mkdir()
-        subprocess.run(build.compile_command(build.torch_dir(), target, which), check=True)
+        subprocess.run(build.compile_command(build.torch_dir(), target, which=which), check=True)
         libraries[which] = NativeLibrary(target)
     return libraries
 

@@ -66,7 +66,7 @@ NOTE_GRAPH_CAPTURE = ("{count} CUDA graph capture(s) in this block: the ops capt
 NOTE_NO_MEMORY = ("memory=True, but no memory was recorded: torch's profiler records none once all "
                   "threads are profiled (pytorch#192290), and nbprof's native recorder, which "
                   "records every thread's allocations, did not record this profile (CPU "
-                  "profiles without with_stack; recorder='auto' or 'native').")
+                  "profiles with recorder='auto' or 'native'; recorder='native' on a GPU).")
 _MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_NATIVE_EVENTS = ("nbprof's native recorder: a pooled CUDA event pair per op on the op's "
                       "stream, every thread's ops.")

@@ -29,10 +29,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -40,7 +42,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 # Every native source, in one place: the build compiles the .cpp files and keys on all of them.
 SOURCES = ("observer.cpp", "observer.h", "memory.cpp", "memory.h", "gpu_events.cpp",
-           "gpu_events.h", "ranges.cpp", "ranges.h")
+           "gpu_events.h", "ranges.cpp", "ranges.h", "python_calls.cpp", "python_calls.h")
 LIBRARY = "libnbprof_observer.so"
 # -DNDEBUG as torch's release builds: its headers' debug-only checks read fields the release
 # library never sets (RecordFunction::inputs() would fail "outside the start callback").
@@ -96,22 +98,52 @@ def cache_root() -> Path:
     return Path(base)
 
 
+def python_include() -> Path | None:
+    """Python's C headers (Python.h), which with_stack's profile function needs (python_calls.cpp);
+    None where this Python was installed without them (then with_stack goes through torch)."""
+    include = sysconfig.get_paths().get("include")
+    return Path(include) if include and (Path(include) / "Python.h").exists() else None
+
+
+def python_headers_why_not() -> str:
+    """"" where Python's headers are here, else what to install (one line)."""
+    if python_include() is not None:
+        return ""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return (f"Python {version}'s C headers (Python.h) are missing: install python{version}-dev "
+            f"(e.g. apt-get install python{version}-dev)")
+
+
 def cache_key(torch_path: Path, which: str = FAST) -> str:
     digest = hashlib.sha256()
     for part in (torch_identity(torch_path), f"abi={cxx11_abi(torch_path)}",
-                 f"python={sys.version_info[:2]}", " ".join(compiler()),
-                 " ".join(FLAGS + VARIANT_FLAGS[which])):
+                 f"python={sys.version_info[:2]}", f"python_include={python_include()}",
+                 " ".join(compiler()), " ".join(FLAGS + VARIANT_FLAGS[which])):
         digest.update(part.encode() + b"\0")
     for source in SOURCES:
         digest.update((HERE / source).read_bytes())
     return digest.hexdigest()[:20]
 
 
-def prebuilt_key(torch_path: Path, which: str = FAST) -> str:
-    """The key of a library carried from another machine: everything its bytes depend on."""
+def python_version() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def headers_version(include: Path) -> str:
+    """"3.12" for a Python include folder (its patchlevel.h)."""
+    text = (include / "patchlevel.h").read_text()
+    major, minor = (re.search(rf"#define PY_{part}_VERSION\s+(\d+)", text)[1]
+                    for part in ("MAJOR", "MINOR"))
+    return f"{major}.{minor}"
+
+
+def prebuilt_key(torch_path: Path, python: str | None = None, which: str = FAST) -> str:
+    """The key of a library carried from another machine: everything its bytes depend on. With
+    ``python`` ("3.12") it holds with_stack's profile function, built for that Python only (its
+    C API is per version); without, it records with_stack through torch's profiler."""
     digest = hashlib.sha256()
     for part in (torch_identity(torch_path), f"abi={cxx11_abi(torch_path)}",
-                 " ".join(FLAGS + VARIANT_FLAGS[which])):
+                 " ".join(FLAGS + VARIANT_FLAGS[which]), f"python={python}"):
         digest.update(part.encode() + b"\0")
     for source in SOURCES:
         digest.update((HERE / source).read_bytes())
@@ -124,32 +156,42 @@ def prebuilt_library(torch_path: Path) -> tuple[Path, str] | None:
     folder = os.environ.get("NBPROF_NATIVE_PREBUILT")
     if not folder:
         return None
-    for which in VARIANT_FLAGS:
-        found = Path(folder) / prebuilt_key(torch_path, which) / LIBRARY
-        if found.is_file():
-            return found, which
+    for python in (python_version(), None):  # built for this Python first
+        for which in VARIANT_FLAGS:
+            found = Path(folder) / prebuilt_key(torch_path, python, which) / LIBRARY
+            if found.is_file():
+                return found, which
     return None
 
 
-def prebuild(torch_path: Path, folder: Path) -> Path:
+def prebuild(torch_path: Path, folder: Path, python_headers: Path | None = None) -> Path:
     """Compile the library against ``torch_path`` (a torch package folder: an unpacked wheel's
-    ``torch/`` will do, it is never imported) into ``folder``, for a machine without a compiler
-    (the public-API variant where the fast one does not compile against that torch)."""
+    ``torch/`` will do, it is never imported) into ``folder``, for a machine without a compiler;
+    with with_stack's profile function only given the target Python's ``python_headers``; the
+    public-API variant where the fast one does not compile against that torch."""
+    python = headers_version(python_headers) if python_headers else None
     for which in VARIANT_FLAGS:
-        target = Path(folder) / prebuilt_key(torch_path, which) / LIBRARY
+        target = Path(folder) / prebuilt_key(torch_path, python, which) / LIBRARY
         target.parent.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(compile_command(torch_path, target, which))
+        done = subprocess.run(compile_command(torch_path, target, python_headers, which))
         if done.returncode == 0:
             return target
         shutil.rmtree(target.parent, ignore_errors=True)
     raise RuntimeError(f"the native observer did not compile against {torch_path}")
 
 
-def compile_command(torch_path: Path, output: Path, which: str = FAST) -> list[str]:
+_THIS_PYTHON = object()
+
+
+def compile_command(torch_path: Path, output: Path, python_headers=_THIS_PYTHON,
+                    which: str = FAST) -> list[str]:
     include, lib = torch_path / "include", torch_path / "lib"
+    python = python_include() if python_headers is _THIS_PYTHON else python_headers
+    python_flags = ["-DNBP_PYTHON", "-isystem", str(python)] if python else []
     return [*compiler(), *FLAGS, *VARIANT_FLAGS[which],
             f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi(torch_path)}",
-            "-isystem", str(include), *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
+            "-isystem", str(include), *python_flags,
+            *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
             "-L", str(lib), "-lc10", "-ltorch_cpu", "-ldl",  # dlsym: gpu_events.cpp
             f"-Wl,-rpath,{lib}", "-o", str(output)]
 
@@ -195,7 +237,8 @@ def _build() -> Path | None:
     if built is None:
         if os.environ.get("NBPROF_NATIVE_PREBUILT"):
             why_not += (f"; and $NBPROF_NATIVE_PREBUILT holds no library for this torch (key "
-                        f"{prebuilt_key(torch_path)})")
+                        f"{prebuilt_key(torch_path)}, or with with_stack for Python "
+                        f"{python_version()}: {prebuilt_key(torch_path, python_version())})")
         return None
     why_not = ""
     build_seconds = time.perf_counter() - started
@@ -207,7 +250,7 @@ def _compile(torch_path: Path, target: Path, which: str) -> Path | None:
     global why_not
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{LIBRARY}.{os.getpid()}.{threading.get_ident()}")
-    command = compile_command(torch_path, partial, which)
+    command = compile_command(torch_path, partial, which=which)
     # The shell renames the finished file itself: a process that exits mid-build (a short CLI
     # command; this thread is a daemon) still leaves a whole library in the cache, never a
     # half one. Another process building the same key writes the same bytes.
