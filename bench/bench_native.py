@@ -11,6 +11,10 @@ Prints (targets from issue 19, "Must reach"):
    against the same block unprofiled);
 4. first build (an empty cache) < 30 s, cached load < 0.1 s (child processes).
 
+With ``--with-stack`` only the with_stack rows (issue 19, ``--with-stack``): in-loop overhead per
+op of the native recorder recording Python calls against torch.profiler(with_stack=True), CPU
+activities, all threads: <= 0.5x, for the same two workloads.
+
 With ``--gpu`` (bench/gpu_check.sh, a lent GPU) only the GPU rows, side by side in one run, wall
 time per ``x = x + 1`` on a CUDA tensor: native CUDA events without CUPTI vs torch.profiler
 (CPU+CUDA activities, all threads) <= 0.5x; native events with CUPTI kernels linked to the ops
@@ -26,13 +30,14 @@ the observer + Kineto's CPU side (all threads); and at the exit, linking a real 
 activities (../shared/traces, 68k events) by thread and time.
 
 Usage: .venv/bin/python bench/bench_native.py [--rounds N] [--big-ops N] [--skip-build] [--gpu]
-       [--kernel-links]
+       [--kernel-links] [--with-stack]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import pathlib
 import statistics
@@ -101,6 +106,83 @@ def overhead(label, workload, rounds) -> float:
               f"+{per['machinery only']:.0f} ns), nbprof torch path +{per['nbprof torch path']:.0f} "
               f"ns -> native/torch.profiler = {ratios[how]:.2f}x (target <= 0.5x)")
     return ratios["median"]
+
+
+def profile_hook_only() -> contextlib.ExitStack:
+    """The native recorder with CPython's profiling hook installed on every thread, returning
+    at once: what any tracer of Python calls pays before recording anything."""
+    from nbprof.record.native.python_calls import PythonCalls
+
+    calls = PythonCalls(native.load().path)
+    block = contextlib.ExitStack()
+    block.enter_context(nbprof.profile(cuda=False, recorder="native"))
+    calls.start(hook_only=True)
+    block.callback(calls.stop)  # first out, then the profile
+    return block
+
+
+STACK_PROFILERS = {
+    "none": contextlib.nullcontext,
+    "torch.profiler with_stack": lambda: torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
+        experimental_config=_ExperimentalConfig(profile_all_threads=True)),
+    "native with_stack": lambda: nbprof.profile(cuda=False, recorder="native", with_stack=True),
+    "torch.profiler": torch_all_threads,
+    "native": lambda: nbprof.profile(cuda=False, recorder="native"),
+    "native + hook only": profile_hook_only}
+
+
+def with_stack_overhead(label, workload, rounds) -> float:
+    """Per op (the ops of the workload, not its Python calls: those are what with_stack adds),
+    from the best and the median of each profiler's rounds (the median's ratio is the figure,
+    as overhead()'s)."""
+    ops = events_of(workload)
+    seconds = overhead_rounds(workload, rounds, STACK_PROFILERS)
+    ratios = {how: with_stack_line(label, ops, how, rounds, {
+        name: reduce(values) for name, values in seconds.items()})
+        for how, reduce in (("best", min), ("median", statistics.median))}
+    return ratios["median"]
+
+
+def with_stack_line(label, ops, how, rounds, took) -> float:
+    none_ns = took["none"] / ops * 1e9
+    per = {name: (value - took["none"]) / ops * 1e9 for name, value in took.items()}
+    ratio = per["native with_stack"] / per["torch.profiler with_stack"]
+    # what with_stack itself adds on each side (its Python calls), beside the ops' recording
+    ours = per["native with_stack"] - per["native"]
+    theirs = per["torch.profiler with_stack"] - per["torch.profiler"]
+    print(f"{label} ({ops} ops, {how} of {rounds}): no profiler {none_ns:.0f} ns/op; "
+          f"overhead torch.profiler(with_stack) +{per['torch.profiler with_stack']:.0f} ns, "
+          f"native with_stack +{per['native with_stack']:.0f} ns -> native/torch.profiler = "
+          f"{ratio:.2f}x (target <= 0.5x); with_stack's own part: native +{ours:.0f} ns "
+          f"(of which CPython's profiling hook alone +{per['native + hook only'] - per['native']:.0f};"
+          f" without it +{per['native']:.0f}), torch.profiler +{theirs:.0f} ns (without it "
+          f"+{per['torch.profiler']:.0f})")
+    return ratio
+
+
+def with_stack_exit(label, workload, rounds) -> float:
+    """Seconds from the block's last statement to its Trace under with_stack (best of
+    interleaved rounds): nbprof's torch path (where with_stack went before) against native."""
+    from bench.bench_record import cpu_clock
+
+    def exit_seconds(recorder):
+        gc.collect()
+        prof = nbprof.profile(cuda=False, recorder=recorder, with_stack=True)
+        with prof:
+            workload()
+            start = cpu_clock()
+        return cpu_clock() - start, len(prof.trace)
+
+    runs = {"torch": [], "native": []}
+    for _ in range(rounds):
+        for recorder, seconds in runs.items():
+            seconds.append(exit_seconds(recorder))
+    (torch_s, torch_events), (native_s, native_events) = min(runs["torch"]), min(runs["native"])
+    print(f"{label}, exit to Trace with_stack (best of {rounds}): nbprof torch path {torch_s:.3f} s "
+          f"({torch_events} events), native {native_s:.3f} s ({native_events} events) -> "
+          f"{torch_s / native_s:.1f}x faster")
+    return torch_s / native_s
 
 
 def exit_to_summary(rounds) -> float:
@@ -282,6 +364,7 @@ def main() -> None:
     parser.add_argument("--gpu", action="store_true", help="only the GPU rows (a lent GPU)")
     parser.add_argument("--kernel-links", action="store_true",
                         help="only the CPU side of linking CUPTI's kernels to native ops")
+    parser.add_argument("--with-stack", action="store_true", help="only the with_stack rows")
     options = parser.parse_args()
     if options.gpu:
         gpu_rows(options.rounds)
@@ -292,6 +375,15 @@ def main() -> None:
         return
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; CPU time of this process")
+    if options.with_stack:
+        with_stack_overhead(f"{ADD_OPS} x = x + 1", add_loop, options.rounds)
+        model = make_model(width=64, device="cpu")
+        inputs = torch.randn(32, 64)
+        with_stack_overhead("MLP forward+backward x 100", lambda: mlp_loop(model, inputs, 100),
+                            options.rounds)
+        with_stack_exit("MLP forward+backward x 100", lambda: mlp_loop(model, inputs, 100),
+                        max(3, options.rounds // 2))
+        return
     overhead(f"{ADD_OPS} x = x + 1", add_loop, options.rounds)
     model = make_model(width=64, device="cpu")
     inputs = torch.randn(32, 64)

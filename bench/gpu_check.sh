@@ -8,7 +8,8 @@
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
 #      anywidget, ipywidgets, numba.cuda, pyarrow...), so a missing wheel fails in seconds, not
 #      after minutes of tests (PARTIAL=1 runs the torch-only tests anyway, and exits 2)
-#   0b. the native recorder's build (compiler, seconds) and its CPU tests, against this torch;
+#   0b. the native recorder's build (compiler, seconds) and its CPU tests (with_stack's too, under
+#      that Python), against this torch;
 #      without a compiler (no ${CXX:-c++}) the library carried in .native-prebuilt (made here by
 #      bench/gpu_native_prebuilt.sh against this torch's wheel; name it in `carry`), which
 #      build.py loads only if its key (torch's version, git hash, ABI; the sources) matches
@@ -141,7 +142,7 @@ from nbprof.record.native import build
 start = time.perf_counter(); library = native.load()
 print("native build:", "ok" if library else "FAILED", f"{time.perf_counter() - start:.1f} s",
       build.build_seconds, native.why_not(), library.path if library else "")'
-    timeout "$(within "${NATIVE_TESTS_TIMEOUT:-60}")" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py 2>&1 | tail -n 3
+    timeout "$(within "${NATIVE_TESTS_TIMEOUT:-60}")" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py tests/unit/test_native_stacks.py 2>&1 | tail -n 3
 } 2>&1 | grep -v '^USDT:' | tee "$LOGS/native.log"
 
 per_test=""  # a hung test fails alone instead of eating the whole run's time

@@ -16,5 +16,7 @@ if [ ! -f "$UNPACKED/torch/version.py" ]; then
         torch/version.py -d "$UNPACKED"
 fi
 # NBPROF_NATIVE=0: importing nbprof must not start a build for this machine's own torch
+# PYTHON_INCLUDE: the GPU machine's Python headers (3.12: /root/.pyenv/versions/3.12.1/include/python3.12
+# here) for with_stack's profile function; unset, with_stack records through torch's profiler there
 NBPROF_NATIVE=0 PYTHONPATH="$PWD" "${PYTHON:-.venv/bin/python}" -m nbprof.record.native.prebuild \
-    "$UNPACKED/torch" .native-prebuilt
+    "$UNPACKED/torch" .native-prebuilt ${PYTHON_INCLUDE:+--python-include "$PYTHON_INCLUDE"}

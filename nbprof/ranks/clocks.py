@@ -7,6 +7,11 @@ every rank at about the same moment, since none can leave before the last arrive
 collective of a name on one rank is matched with the k-th of that name on the reference rank
 (the lowest), and the median difference of their ends is added to the shift.
 
+Broadcasts' ends count too, though gloo's root is done ~20-100 µs before its receiver: leaving
+them out (only the all-ranks collectives' ends) put a 2-rank DDP job on one host further from the
+truth, 0 (mean |offset| 80 -> 227 µs over 8 runs at load 4-9): a 3-step run has only ~5 of those,
+and their ends disagreed by up to a millisecond there (bench/RESULTS.md, "clock alignment").
+
 The ends are only about the same: a rank that waited in a collective is woken after it ends, and on
 a busy machine that takes milliseconds, so the median of the ends can be off by as much. What the
 collectives prove is firmer: an all-reduce (all-gather, barrier...: op_names.ALL_RANKS_MEET) cannot

@@ -66,7 +66,7 @@ NOTE_GRAPH_CAPTURE = ("{count} CUDA graph capture(s) in this block: the ops capt
 NOTE_NO_MEMORY = ("memory=True, but no memory was recorded: torch's profiler records none once all "
                   "threads are profiled (pytorch#192290), and nbprof's native recorder, which "
                   "records every thread's allocations, did not record this profile (CPU "
-                  "profiles without with_stack; recorder='auto' or 'native').")
+                  "profiles with recorder='auto' or 'native'; recorder='native' on a GPU).")
 _MULTIPROCESS_LOADER = "_MultiProcessingDataLoaderIter.__next__"
 NOTE_NATIVE_EVENTS = ("nbprof's native recorder: a pooled CUDA event pair per op on the op's "
                       "stream, every thread's ops.")
@@ -278,8 +278,8 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                 trace.memory = memory_of(
                     records, trace, self._base_time_ns, drop_windows=self._memory_windows,
                     thread_names=name_threads(set(records.os_tid.tolist()), known_names))
-                trace.meta.setdefault("notes", []).extend(self._recorder.notes)
                 self._recorder.memory_records = None
+            trace.meta.setdefault("notes", []).extend(self._recorder.notes)
             return trace
         if isinstance(self._recorder, CudaRecorder):
             return gpu_records_to_trace(

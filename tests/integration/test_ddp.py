@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import nbprof
-from nbprof import ranks
 from nbprof.cli.main import main
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

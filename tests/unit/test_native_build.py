@@ -3,6 +3,8 @@ profile that does not wait for a compile still running."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 
 import pytest
@@ -95,3 +97,41 @@ def test_a_carried_library_for_this_torch_loads_without_a_compiler_and_no_other(
     library.parent.rename(carried / "torch-another-release")
     assert native.load() is None
     assert "g++" in native.why_not() and build.prebuilt_key(torch_path) in native.why_not()
+
+
+def test_a_torch_whose_record_function_members_differ_still_records_natively(tmp_path,
+                                                                             monkeypatch):
+    """The observer reads RecordFunction's private ``fn_``; against a torch that renamed it (its
+    own record_function.h, edited, found first) that compile fails, and the build falls back to
+    the public API: the profile still records natively, its meta and a note say which build."""
+    if shutil.which(build.compiler()[0]) is None:
+        pytest.skip("no C++ compiler here")
+    with nbprof.profile(recorder="native", cuda=False) as prof:
+        torch.ones(2) + 1
+    assert prof.trace.meta["native"]["variant"] == build.FAST
+    assert build.NOTE_PUBLIC_API not in prof.trace.meta["notes"]
+
+    header = build.torch_dir() / "include" / "ATen" / "record_function.h"
+    renamed = tmp_path / "include" / "ATen" / "record_function.h"
+    renamed.parent.mkdir(parents=True)
+    text = header.read_text()
+    assert re.search(r"\bfn_\b", text)
+    renamed.write_text(re.sub(r"\bfn_\b", "fn_renamed_", text))
+    monkeypatch.setenv("CXX", f"{shlex.join(build.compiler())} -I {tmp_path / 'include'}")
+    monkeypatch.setenv("NBPROF_NATIVE_CACHE", str(tmp_path / "cache"))
+    native.forget()
+    try:
+        with nbprof.profile(recorder="native", cuda=False) as prof:
+            x = torch.ones(2, requires_grad=True)
+            (x * 2).sum().backward()
+    finally:
+        native.forget()
+    meta = prof.trace.meta
+    assert meta["recorder"] == "native" and meta["native"]["variant"] == build.PUBLIC
+    assert build.NOTE_PUBLIC_API in meta["notes"]
+    assert {"aten::mul", "aten::sum", "MulBackward0"} <= set(prof.trace.names)
+    torch_path = build.torch_dir()  # (the cache folders are the renamed header's: CXX differs)
+    assert not (build.cache_root() / build.cache_key(torch_path, build.FAST)).joinpath(
+        build.LIBRARY).exists()
+    assert meta["native"]["library"] == str(
+        build.cache_root() / build.cache_key(torch_path, build.PUBLIC) / build.LIBRARY)

@@ -34,16 +34,6 @@ def test_auto_records_natively_and_meta_names_the_build():
     assert meta["native"]["library"].endswith("libnbprof_observer.so")
 
 
-def test_with_stack_goes_through_torch_and_says_so():
-    with nbprof.profile(cuda=False, with_stack=True) as prof:
-        torch.ones(2) + 1
-    assert prof.trace.meta["recorder"] == "torch"
-    assert any("with_stack" in note for note in prof.trace.meta["notes"])
-    with pytest.raises(ValueError, match="with_stack"):
-        with nbprof.profile(cuda=False, with_stack=True, recorder="native"):
-            pass
-
-
 def test_the_magic_takes_recorder_and_refuses_a_wrong_one():
     assert parse_options("--recorder torch").recorder == "torch"
     assert parse_options("").recorder == "auto"

@@ -5,6 +5,8 @@
 - :mod:`.records`: the library through ctypes; ``stop()`` reads numpy columns.
 - :mod:`.to_trace`: those columns -> a Trace, in numpy; with CUPTI's calls and kernels from a
   CUDA-only Kineto session linked to the ops by :mod:`.kernel_links` (by the call's thread and time).
+- :mod:`.python_calls`: with_stack's Python calls (python_calls.cpp, a C profile function) as
+  slices; :mod:`.to_trace` makes them python_function events and each op's stack.
 - :mod:`.prebuild`: the library built here for a machine without a compiler (``NBPROF_NATIVE_PREBUILT``).
 
 :func:`load` is the one entry point for the profiler: the loaded library, or None and a

@@ -6,6 +6,8 @@ ninja (nothing to schedule for one file). torch's own extension cache is not key
 version and ninja does not track torch's headers, so a torch upgrade would silently reuse a
 stale .so that reads RecordFunction through inline accessors: the key here is torch's version
 and git hash, its C++ ABI, Python's version, the compiler and a hash of the sources and flags.
+The fast build reads two of RecordFunction's private members; where this torch's differ (that
+compile fails), a second compile uses its public API only (:data:`variant` says which was built).
 
 Where this machine cannot compile (no C++ compiler, as on some GPU machines), a library built
 elsewhere against the same torch can be carried over: ``NBPROF_NATIVE_PREBUILT`` names a folder
@@ -27,10 +29,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -38,17 +42,27 @@ from pathlib import Path
 HERE = Path(__file__).parent
 # Every native source, in one place: the build compiles the .cpp files and keys on all of them.
 SOURCES = ("observer.cpp", "observer.h", "memory.cpp", "memory.h", "gpu_events.cpp",
-           "gpu_events.h", "ranges.cpp", "ranges.h")
+           "gpu_events.h", "ranges.cpp", "ranges.h", "python_calls.cpp", "python_calls.h")
 LIBRARY = "libnbprof_observer.so"
 # -DNDEBUG as torch's release builds: its headers' debug-only checks read fields the release
 # library never sets (RecordFunction::inputs() would fail "outside the start callback").
 FLAGS = ("-O2", "-DNDEBUG", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", "-Wno-attributes")
+# The observer reads two private members of RecordFunction (observer.cpp: an op's name by its
+# schema's address, no strlen per op). A torch that renames them fails that compile; the build
+# then compiles once more with RecordFunction's public API only, rather than no native recorder.
+# Each variant has its own cache key; the second is only ever built after the first failed.
+FAST, PUBLIC = "private-members", "public-api"
+VARIANT_FLAGS = {FAST: (), PUBLIC: ("-DNBP_PUBLIC_API_ONLY",)}
+NOTE_PUBLIC_API = ("The native recorder was built with RecordFunction's public API only: this "
+                   "torch's private members differ from those nbprof reads, so each op's name "
+                   "costs a strlen and a string lookup more (update nbprof for the faster build).")
 
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _result: Path | None = None
 why_not = ""  # one line: why the native observer is not available
 build_seconds: float | None = None  # the last compile's wall time here (None: found in the cache)
+variant: str | None = None  # FAST or PUBLIC: which the library found or built is
 
 
 def torch_dir() -> Path | None:
@@ -84,50 +98,105 @@ def cache_root() -> Path:
     return Path(base)
 
 
-def cache_key(torch_path: Path) -> str:
+def python_include() -> Path | None:
+    """Python's C headers (Python.h), which with_stack's profile function needs (python_calls.cpp);
+    None where this Python was installed without them (then with_stack goes through torch)."""
+    include = sysconfig.get_paths().get("include")
+    return Path(include) if include and (Path(include) / "Python.h").exists() else None
+
+
+def python_headers_why_not() -> str:
+    """"" where Python's headers are here, else what to install (one line)."""
+    if python_include() is not None:
+        return ""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return (f"Python {version}'s C headers (Python.h) are missing: install python{version}-dev "
+            f"(e.g. apt-get install python{version}-dev)")
+
+
+def cache_key(torch_path: Path, which: str = FAST) -> str:
     digest = hashlib.sha256()
     for part in (torch_identity(torch_path), f"abi={cxx11_abi(torch_path)}",
-                 f"python={sys.version_info[:2]}", " ".join(compiler()), " ".join(FLAGS)):
+                 f"python={sys.version_info[:2]}", f"python_include={python_include()}",
+                 " ".join(compiler()), " ".join(FLAGS + VARIANT_FLAGS[which])):
         digest.update(part.encode() + b"\0")
     for source in SOURCES:
         digest.update((HERE / source).read_bytes())
     return digest.hexdigest()[:20]
 
 
-def prebuilt_key(torch_path: Path) -> str:
-    """The key of a library carried from another machine: everything its bytes depend on."""
+def python_version() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def headers_version(include: Path) -> str:
+    """"3.12" for a Python include folder (its patchlevel.h)."""
+    text = (include / "patchlevel.h").read_text()
+    major, minor = (re.search(rf"#define PY_{part}_VERSION\s+(\d+)", text)[1]
+                    for part in ("MAJOR", "MINOR"))
+    return f"{major}.{minor}"
+
+
+def prebuilt_key(torch_path: Path, python: str | None = None, which: str = FAST) -> str:
+    """The key of a library carried from another machine: everything its bytes depend on. With
+    ``python`` ("3.12") it holds with_stack's profile function, built for that Python only (its
+    C API is per version); without, it records with_stack through torch's profiler."""
     digest = hashlib.sha256()
-    for part in (torch_identity(torch_path), f"abi={cxx11_abi(torch_path)}", " ".join(FLAGS)):
+    for part in (torch_identity(torch_path), f"abi={cxx11_abi(torch_path)}",
+                 " ".join(FLAGS + VARIANT_FLAGS[which]), f"python={python}"):
         digest.update(part.encode() + b"\0")
     for source in SOURCES:
         digest.update((HERE / source).read_bytes())
     return "torch-" + digest.hexdigest()[:20]
 
 
-def prebuilt_library(torch_path: Path) -> Path | None:
-    """The carried library for this torch in ``$NBPROF_NATIVE_PREBUILT``, if there is one."""
+def prebuilt_library(torch_path: Path) -> tuple[Path, str] | None:
+    """The carried library for this torch in ``$NBPROF_NATIVE_PREBUILT`` and its variant, if
+    there is one."""
     folder = os.environ.get("NBPROF_NATIVE_PREBUILT")
     if not folder:
         return None
-    found = Path(folder) / prebuilt_key(torch_path) / LIBRARY
-    return found if found.is_file() else None
+    for python in (python_version(), None):  # built for this Python first
+        for which in VARIANT_FLAGS:
+            found = Path(folder) / prebuilt_key(torch_path, python, which) / LIBRARY
+            if found.is_file():
+                return found, which
+    return None
 
 
-def prebuild(torch_path: Path, folder: Path) -> Path:
+def prebuild(torch_path: Path, folder: Path, python_headers: Path | None = None) -> Path:
     """Compile the library against ``torch_path`` (a torch package folder: an unpacked wheel's
-    ``torch/`` will do, it is never imported) into ``folder``, for a machine without a compiler."""
-    target = Path(folder) / prebuilt_key(torch_path) / LIBRARY
-    target.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(compile_command(torch_path, target), check=True)
-    return target
+    ``torch/`` will do, it is never imported) into ``folder``, for a machine without a compiler;
+    with with_stack's profile function only given the target Python's ``python_headers``; the
+    public-API variant where the fast one does not compile against that torch."""
+    python = headers_version(python_headers) if python_headers else None
+    for which in VARIANT_FLAGS:
+        target = Path(folder) / prebuilt_key(torch_path, python, which) / LIBRARY
+        target.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(compile_command(torch_path, target, python_headers, which))
+        if done.returncode == 0:
+            return target
+        shutil.rmtree(target.parent, ignore_errors=True)
+    raise RuntimeError(f"the native observer did not compile against {torch_path}")
 
 
-def compile_command(torch_path: Path, output: Path) -> list[str]:
+_THIS_PYTHON = object()
+
+
+def compile_command(torch_path: Path, output: Path, python_headers=_THIS_PYTHON,
+                    which: str = FAST) -> list[str]:
     include, lib = torch_path / "include", torch_path / "lib"
-    return [*compiler(), *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi(torch_path)}",
-            "-isystem", str(include), *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
+    python = python_include() if python_headers is _THIS_PYTHON else python_headers
+    python_flags = ["-DNBP_PYTHON", "-isystem", str(python)] if python else []
+    return [*compiler(), *FLAGS, *VARIANT_FLAGS[which],
+            f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi(torch_path)}",
+            "-isystem", str(include), *python_flags,
+            *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
             "-L", str(lib), "-lc10", "-ltorch_cpu", "-ldl",  # dlsym: gpu_events.cpp
             f"-Wl,-rpath,{lib}", "-o", str(output)]
+
+
+API_DIFFERS = "this torch's RecordFunction API differs"
 
 
 def _why_build_failed(command: list[str], output: str) -> str:
@@ -138,30 +207,54 @@ def _why_build_failed(command: list[str], output: str) -> str:
     if "record_function.h" in output and "No such file" in output:
         return "torch's C++ headers are missing (torch/include): reinstall torch from a wheel"
     if "error:" in output:
-        return f"this torch's RecordFunction API differs ({tail}): update nbprof or torch"
+        return f"{API_DIFFERS} ({tail}): update nbprof or torch"
     return f"the compiler failed ({' '.join(command[:1])}: {tail or 'no output'}): install g++"
 
 
 def _build() -> Path | None:
-    global why_not, build_seconds
+    global why_not, build_seconds, variant
     torch_path = torch_dir()
     if torch_path is None or not (torch_path / "include" / "ATen" / "record_function.h").exists():
         why_not = "torch's C++ headers were not found (torch/include): reinstall torch"
         return None
-    target = cache_root() / cache_key(torch_path) / LIBRARY
-    if target.exists():
-        return target
+    targets = {which: cache_root() / cache_key(torch_path, which) / LIBRARY
+               for which in VARIANT_FLAGS}
+    for which, target in targets.items():
+        if target.exists():
+            variant = which
+            return target
     carried = prebuilt_library(torch_path)
     if carried is not None:
-        return carried
+        path, variant = carried
+        return path
+    started = time.perf_counter()
+    built = _compile(torch_path, targets[FAST], FAST)
+    if built is None and why_not.startswith(API_DIFFERS):
+        built = _compile(torch_path, targets[PUBLIC], PUBLIC)
+        variant = PUBLIC if built is not None else None
+    else:
+        variant = FAST if built is not None else None
+    if built is None:
+        if os.environ.get("NBPROF_NATIVE_PREBUILT"):
+            why_not += (f"; and $NBPROF_NATIVE_PREBUILT holds no library for this torch (key "
+                        f"{prebuilt_key(torch_path)}, or with with_stack for Python "
+                        f"{python_version()}: {prebuilt_key(torch_path, python_version())})")
+        return None
+    why_not = ""
+    build_seconds = time.perf_counter() - started
+    return built
+
+
+def _compile(torch_path: Path, target: Path, which: str) -> Path | None:
+    """Compile one variant into ``target``; None (and :data:`why_not` says why) if it fails."""
+    global why_not
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{LIBRARY}.{os.getpid()}.{threading.get_ident()}")
-    command = compile_command(torch_path, partial)
+    command = compile_command(torch_path, partial, which=which)
     # The shell renames the finished file itself: a process that exits mid-build (a short CLI
     # command; this thread is a daemon) still leaves a whole library in the cache, never a
     # half one. Another process building the same key writes the same bytes.
     script = f"{shlex.join(command)} && mv -f {shlex.quote(str(partial))} {shlex.quote(str(target))}"
-    started = time.perf_counter()
     try:
         done = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
                               errors="replace")
@@ -171,11 +264,7 @@ def _build() -> Path | None:
     if done.returncode != 0 or not target.exists():
         partial.unlink(missing_ok=True)
         why_not = _why_build_failed(command, done.stderr + done.stdout)
-        if os.environ.get("NBPROF_NATIVE_PREBUILT"):
-            why_not += (f"; and $NBPROF_NATIVE_PREBUILT holds no library for this torch (key "
-                        f"{prebuilt_key(torch_path)})")
         return None
-    build_seconds = time.perf_counter() - started
     return target
 
 
@@ -224,9 +313,9 @@ def still_building() -> bool:
 def forget() -> None:
     """Forget this process's build, so that the next :func:`library_path` builds or looks up
     again (tests: a changed CXX, source or cache folder)."""
-    global _thread, _result, why_not, build_seconds
+    global _thread, _result, why_not, build_seconds, variant
     with _lock:
         if _thread is not None:
             _thread.join()
-        _thread, _result, why_not, build_seconds = None, None, "", None
+        _thread, _result, why_not, build_seconds, variant = None, None, "", None, None
 

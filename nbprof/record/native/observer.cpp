@@ -42,7 +42,9 @@ namespace {
 // ~20 ns per op) and a string's by its known length. An explicit instantiation may name a
 // private member ([temp.spec.general]/6): Expose<Tag, &T::m> hands the member pointer out
 // through a friend. A torch whose RecordFunction changes these members fails this build, and
-// nbprof then records through torch's path with a note (build.py).
+// build.py then builds again with NBP_PUBLIC_API_ONLY: fn.name() and fn.isAsync() only (a strlen
+// and the string's cache per op), with a note in the profile.
+#ifndef NBP_PUBLIC_API_ONLY
 template <typename Tag, typename Tag::type Member>
 struct Expose {
   friend typename Tag::type member(Tag) { return Member; }
@@ -57,6 +59,7 @@ struct AsyncOf {
 };
 template struct Expose<FnOf, &at::RecordFunction::fn_>;
 template struct Expose<AsyncOf, &at::RecordFunction::is_async_>;
+#endif
 
 constexpr size_t kChunk = 8192;      // records per chunk (~0.5 MB)
 constexpr size_t kKeptChunks = 8;    // per thread, kept for the next profile after a read
@@ -223,6 +226,15 @@ __attribute__((noinline)) uint32_t intern_text(ThreadBuf* tb, const char* data, 
 }
 
 
+#ifdef NBP_PUBLIC_API_ONLY
+inline uint32_t intern(ThreadBuf* tb, const at::RecordFunction& fn) {
+  const char* name = fn.name();
+  if (!name) name = "";
+  return intern_text(tb, name, std::strlen(name));
+}
+
+inline bool is_async(const at::RecordFunction& fn) { return fn.isAsync(); }
+#else
 __attribute__((noinline)) uint32_t intern_op(ThreadBuf* tb, const at::RecordFunction& fn,
                                              const void* key) {
   const char* name = fn.name();
@@ -243,6 +255,9 @@ inline uint32_t intern(ThreadBuf* tb, const at::RecordFunction& fn) {
   if (C10_LIKELY(slot.schema == key)) return slot.id;
   return intern_op(tb, fn, key);
 }
+
+inline bool is_async(const at::RecordFunction& fn) { return fn.*member(AsyncOf{}); }
+#endif
 
 __attribute__((noinline)) void record_shapes(ThreadBuf* tb, Record* r, const at::RecordFunction& fn) {
   auto inputs = fn.inputs();
@@ -333,7 +348,7 @@ void end_record(const at::RecordFunction& fn, Record* r, ThreadBuf* tb, int64_t 
   if (r->fn != &fn || r->flags & kEnded) return;  // its slot holds a later op already
   r->end = now;
   uint8_t flags = kEnded;
-  if (fn.*member(AsyncOf{})) flags |= kAsync;
+  if (is_async(fn)) flags |= kAsync;
   if (!tb || fn.threadId() != tb->rf_tid) {
     flags |= kOtherThread;  // its pool is another thread's: no end event (CPU time only)
   } else if (r->session == static_cast<uint8_t>(tb->session)) {

@@ -14,5 +14,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("torch_dir", type=Path)
     parser.add_argument("folder", type=Path)
+    parser.add_argument("--python-include", type=Path, default=None,
+                        help="the target Python's C headers (its Python.h folder): with_stack's "
+                             "profile function is built for that Python; without, with_stack "
+                             "records through torch's profiler there")
     arguments = parser.parse_args()
-    print(prebuild(arguments.torch_dir, arguments.folder))
+    print(prebuild(arguments.torch_dir, arguments.folder, arguments.python_include))

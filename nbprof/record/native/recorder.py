@@ -8,11 +8,10 @@ import threading
 import time
 
 from . import build, load, memory_records, why_not
+from .python_calls import PythonCalls
 from .records import ABI_VERSION
 
 RECORDERS = ("auto", "native", "torch")
-NOTE_WITH_STACK = ("with_stack: recorded through torch's profiler (the native recorder does "
-                   "not record Python frames yet).")
 
 
 class NativeRecorder:
@@ -24,13 +23,16 @@ class NativeRecorder:
 
     def __init__(self, library, *, record_shapes: bool = False, memory: bool = False,
                  gpu: bool = False, gpu_depth: int | None = None, anchor_devices=(),
-                 cuda_session=None, cuda_required: bool = False):
+                 cuda_session=None, cuda_required: bool = False,
+                 python_calls: PythonCalls | None = None):
         self.library = library
         self.record_shapes = record_shapes
+        self.python_calls = python_calls  # with_stack: every thread's Python calls
         self.gpu, self.gpu_depth, self.anchor_devices = gpu, gpu_depth, list(anchor_devices)
         self.memory = memory and memory_records.has_memory(library)
         self.memory_records = None  # what the memory reporter read at the stop
-        self.notes = []  # for the trace's meta
+        self.variant = build.variant  # which build of the library load() found
+        self.notes = [build.NOTE_PUBLIC_API] if self.variant == build.PUBLIC else []  # for the meta
         self._unhook = lambda: None
         self.cuda_session, self.cuda_required = cuda_session, cuda_required
         self.cuda_error = ""  # why CUPTI's session did not start (kernels not required)
@@ -57,8 +59,14 @@ class NativeRecorder:
             self._stop_cuda()  # nothing stays on after a failed start
             self.cuda_records = None
             raise
-        if self.memory:
-            self._unhook, note = memory_records.hook_threads(self.library)
+        if self.python_calls is not None:
+            try:
+                self.python_calls.start()
+            except BaseException:
+                self._stop_observer()
+                raise
+        if self.memory and self.python_calls is None:  # else with_stack's profile function
+            self._unhook, note = memory_records.hook_threads(self.library)  # pushes them
             self.notes += [note] if note else []
 
     def pause_memory(self, paused: bool) -> None:
@@ -67,6 +75,17 @@ class NativeRecorder:
     def stop(self):
         self._unhook()
         self._unhook = lambda: None
+        python = None
+        try:
+            if self.python_calls is not None:  # first: the observer's stop is no Python call
+                python = self.python_calls.stop()
+        finally:
+            records = self._stop_observer()
+        if python is not None:  # (NamedTuple._replace would count rows: NativeRecords' len)
+            records = type(records)(**{**records._asdict(), "python": python})
+        return records
+
+    def _stop_observer(self):
         try:
             with self._window():  # the stop anchors' synchronize and events
                 records = self.library.stop()
@@ -92,7 +111,7 @@ class NativeRecorder:
     def meta(self) -> dict:
         return {"recorder": "native",
                 "native": {"abi": ABI_VERSION, "library": self.library.path,
-                           "build_seconds": build.build_seconds,
+                           "build_seconds": build.build_seconds, "variant": self.variant,
                            **({"gpu_depth": self.gpu_depth} if self.gpu else {})}}
 
 
@@ -107,11 +126,6 @@ def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memor
                          f"not {recorder!r}")
     if recorder == "torch":
         return None, ""
-    if with_stack:
-        if recorder == "native":
-            raise ValueError("recorder='native' cannot record with_stack yet: use "
-                             "recorder='auto' (torch's profiler records it) or drop with_stack")
-        return None, NOTE_WITH_STACK
     library = load(wait=recorder == "native")
     if library is None:
         reason = why_not()
@@ -123,6 +137,17 @@ def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memor
     if gpu and library.gpu_unavailable():
         raise RuntimeError(f"recorder='native' cannot record CUDA events here: "
                            f"{library.gpu_unavailable()}. Use cuda=False or recorder='torch'.")
+    python_calls = None
+    if with_stack:
+        python_calls = PythonCalls(library.path)
+        if not python_calls.available():
+            why = build.python_headers_why_not() or (
+                "the library was built elsewhere without this Python's headers: prebuild it with "
+                "--python-include")
+            if recorder == "native":
+                raise RuntimeError(f"recorder='native' cannot record with_stack here: {why}")
+            return None, f"with_stack: recorded through torch's profiler ({why})."
     return NativeRecorder(library, record_shapes=record_shapes, memory=memory, gpu=gpu,
                           gpu_depth=gpu_depth, anchor_devices=anchor_devices,
-                          cuda_session=cuda_session, cuda_required=cuda_required), ""
+                          cuda_session=cuda_session, cuda_required=cuda_required,
+                          python_calls=python_calls), ""

@@ -63,6 +63,7 @@ class NativeRecords(NamedTuple):
     names: list  # str
     shapes: dict  # row -> list of input shapes (record_shapes only)
     gpu: GpuRecords | None = None  # a profile with CUDA events only
+    python: object = None  # python_calls.PythonSlices: with_stack's Python calls, else None
 
     def __len__(self) -> int:
         return len(self.start_ns)

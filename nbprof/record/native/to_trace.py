@@ -9,10 +9,13 @@ names), as do the forward ops they link to.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ...model import KIND_OP, Thread, Trace
-from ..convert import CPU_CATEGORIES, PROFILER_RANGE_PREFIX, gpu_interval_notes
+from ..convert import CPU_CATEGORIES, PROFILER_RANGE_PREFIX, drop_profiler_frames, \
+    gpu_interval_notes, keep_users_frames
 from ..gpu_clock import place_event_offsets
 from .kernel_links import observer_marks, with_cuda_activity
 from .records import FLAG_ASYNC, FLAG_CAPTURING, FLAG_ENDED, FLAG_GPU_END, FLAG_GPU_ERROR, \
@@ -31,22 +34,57 @@ def _interned(records: NativeRecords):
 
 
 def _lanes(records: NativeRecords, keep: np.ndarray, thread_names: dict, pid: int,
-           first_tid: int | None):
-    """Lane per thread table entry (entries of one OS thread share it) and the Thread list,
-    for the threads with rows kept (one that ran only nbprof's own ranges has no lane)."""
+           first_tid: int | None, python_tids=()):
+    """Lane per thread table entry (entries of one OS thread share it), the Thread list, for
+    the threads with rows kept (one that ran only nbprof's own ranges has no lane) or Python
+    frames (``python_tids``), and each OS thread's lane."""
     count = len(records.os_tids)
     # the rows come thread after thread (observer.cpp's read): counts without a pass over them
     rows = np.diff(np.searchsorted(records.thread, np.arange(count + 1)))
     rows -= np.bincount(records.thread[~keep], minlength=count)[:count]
     tids = [int(tid) for tid in records.os_tids]
-    ordered = sorted({tid for tid, kept in zip(tids, rows.tolist()) if kept})
+    ordered = sorted({tid for tid, kept in zip(tids, rows.tolist()) if kept} | set(python_tids))
     if first_tid in ordered:
         ordered.remove(first_tid)
         ordered.insert(0, first_tid)
     lane_of_tid = {tid: lane for lane, tid in enumerate(ordered)}
     lane = np.array([lane_of_tid.get(tid, 0) for tid in tids], np.int32)
     threads = [Thread(pid, tid, thread_names.get(tid, f"thread {tid}")) for tid in ordered]
-    return lane, threads
+    return lane, threads, lane_of_tid
+
+
+class _Rows(NamedTuple):  # convert.py's filters read and rebuild these fields (CpuRecords')
+    names: list
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    tid: np.ndarray
+    is_annotation: np.ndarray
+    is_python: np.ndarray
+    shapes: dict
+    stacks: dict
+    cuda_us: None
+
+
+def _users_python_frames(records: NativeRecords, rows) -> _Rows:
+    """with_stack's Python calls that torch's path would show: the user's frames and the calls
+    they made, never nbprof's own (convert.py's filters, over the calls and the kept ops, which
+    decide what encloses what), notebook cells named as the user knows them."""
+    python = records.python
+    ops = len(records.start_ns[rows])
+    count = len(python)
+    both = _Rows(
+        names=[python.names[index] for index in python.name.tolist()] + [""] * ops,
+        start_ns=np.concatenate([python.start_ns, records.start_ns[rows]]),
+        end_ns=np.concatenate([python.end_ns, records.end_ns[rows]]),
+        tid=np.concatenate([python.os_tid, records.os_tids[records.thread[rows]]]),
+        is_annotation=np.zeros(count + ops, np.bool_),
+        is_python=np.arange(count + ops) < count, shapes={}, stacks={}, cuda_us=None)
+    kept = keep_users_frames(drop_profiler_frames(both))
+    frames = np.flatnonzero(kept.is_python)
+    return _Rows(names=[kept.names[row] for row in frames.tolist()],
+                 start_ns=kept.start_ns[frames], end_ns=kept.end_ns[frames],
+                 tid=kept.tid[frames], is_annotation=kept.is_annotation[frames],
+                 is_python=kept.is_python[frames], shapes={}, stacks={}, cuda_us=None)
 
 
 def _backward_links(records: NativeRecords, keep: np.ndarray) -> dict:
@@ -150,7 +188,10 @@ def native_records_to_trace(records: NativeRecords, *, base_time_ns: int, thread
     crossed = int((keep & ((records.flags & (FLAG_ASYNC | FLAG_OTHER_THREAD)) != 0)).sum())
     if crossed:
         meta["async_ranges"] = crossed
-    lane, threads = _lanes(records, keep, thread_names, pid, first_tid)
+    frames = None if records.python is None else _users_python_frames(
+        records, slice(None) if keep.all() else np.flatnonzero(keep))
+    lane, threads, lane_of_tid = _lanes(records, keep, thread_names, pid, first_tid,
+                                        () if frames is None else set(frames.tid.tolist()))
     args = _backward_links(records, keep)
     gpu = _gpu_intervals(records, keep, base_time_ns, meta) if records.gpu is not None else {}
     shapes = records.shapes
@@ -171,8 +212,43 @@ def native_records_to_trace(records: NativeRecords, *, base_time_ns: int, thread
     if gpu:
         gpu["gpu_launch"] = gpu["gpu_launch"].astype(np.int32)
         gpu["gpu_name_id"] = name_id[gpu["gpu_launch"]]
-    return Trace.build(
-        start_ns=records.start_ns[rows], end_ns=records.end_ns[rows],
-        thread=lane[records.thread[rows]], name_id=name_id, names=names, threads=threads,
-        category=category, categories=CPU_CATEGORIES, meta=meta, event_args=args or None,
-        shapes=shapes, **gpu)
+    columns = dict(start_ns=records.start_ns[rows], end_ns=records.end_ns[rows],
+                   thread=lane[records.thread[rows]], name_id=name_id, category=category)
+    if frames is not None:  # after the ops: sparse args and GPU launches keep their row numbers
+        frame_id, frame_names = np.unique(np.array(frames.names, dtype=object),
+                                          return_inverse=True)
+        python = {"start_ns": frames.start_ns - base_time_ns,
+                  "end_ns": frames.end_ns - base_time_ns,
+                  "thread": np.array([lane_of_tid[tid] for tid in frames.tid.tolist()], np.int32),
+                  "name_id": len(names) + frame_names.astype(np.int32),
+                  "category": np.full(len(frames.start_ns), CPU_CATEGORIES.index("python_function"),
+                                      np.uint8)}
+        columns = {key: np.concatenate([value, python[key]]) for key, value in columns.items()}
+        names = names + frame_id.tolist()
+    trace = Trace.build(**columns, names=names, threads=threads, categories=CPU_CATEGORIES,
+                        meta=meta, event_args=args or None, shapes=shapes, **gpu)
+    if frames is not None:
+        trace.stacks = stacks_by_time(trace)
+    return trace
+
+
+def stacks_by_time(trace: Trace) -> dict:
+    """Each op's Python stack, innermost frame first: the frames of its thread that were running
+    when it started. By time, not through the nesting (convert.py's python_stacks): a
+    record_function range opens inside Python calls that return before it ends (its
+    ``__enter__``), and the ops inside it ran in the frames that called them, not in those."""
+    python = CPU_CATEGORIES.index("python_function")
+    is_python = (trace.category == python).tolist()
+    names, name_id = trace.names, trace.name_id.tolist()
+    starts, ends, threads = trace.start_ns.tolist(), trace.end_ns.tolist(), trace.thread.tolist()
+    running: dict[int, list] = {}  # thread -> (end, frames) of its running frames, outermost first
+    stacks = {}
+    for row, start in enumerate(starts):  # in start order, enclosing frames first on ties
+        frames = running.setdefault(threads[row], [])
+        while frames and frames[-1][0] < start:
+            frames.pop()  # returned before this row started (frames of a thread nest)
+        if is_python[row]:
+            frames.append((ends[row], (names[name_id[row]],) + (frames[-1][1] if frames else ())))
+        elif frames:
+            stacks[row] = frames[-1][1]
+    return stacks

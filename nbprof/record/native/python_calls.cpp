@@ -1,0 +1,291 @@
+// with_stack on the native path (python_calls.h): Python calls and returns of every thread.
+//
+// Why a profile function and not a walk of the frames at each op: torch's path shows Python
+// functions as slices on the timeline (python_function) and derives each op's stack from the
+// slices around it; only calls and returns give those. The cost is per Python call, not per
+// op: a loop of tensor arithmetic pays nothing, a Module's forward pays its Python calls, as
+// under torch's tracer (bench_native.py --with-stack measures both against it).
+//
+// Built without Python's headers (build.py defines NBP_PYTHON only where Python.h is), the
+// functions say "unavailable" and nbprof records with_stack through torch's profiler.
+#include "python_calls.h"
+
+#include "memory.h"
+
+#ifdef NBP_PYTHON
+#include <Python.h>
+#include <frameobject.h>
+#include <pthread.h>
+
+#include <c10/util/ApproximateClock.h>
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+struct Event {
+  int64_t time;  // approximate clock (TSC), converted at fetch as the observer's
+  int32_t key;   // a call's code (index into g_codes), -1: a return
+};
+
+struct ThreadCalls {
+  int64_t os_tid;
+  std::vector<Event> events;
+  bool entered = false;  // its memory reporter pushed (memory.cpp), at its first call or return
+};
+
+struct Code {
+  PyObject* code;  // an owned reference: its address cannot be reused while recording
+  int32_t line;    // -1: a call (named by its first instruction's line at read), kModule: an
+};                 // nn.Module called (`code` is the module), else the line a frame was at
+
+constexpr int32_t kModule = -2;
+
+struct Slice {
+  int64_t start, end, os_tid;
+  int32_t key;
+};
+
+constexpr size_t kCache = 1024;  // code pointer -> key slots: a call is one probe, no hashing
+
+std::vector<std::unique_ptr<ThreadCalls>> g_threads;
+std::vector<Code> g_codes;
+std::unordered_map<PyObject*, int32_t> g_call_keys;            // line -1
+std::unordered_map<PyObject*, std::vector<int32_t>> g_at_keys;  // seeded frames, a few
+struct Slot { PyObject* code; int32_t key; } g_cache[kCache];
+std::unordered_map<PyObject*, int32_t> g_module_keys;        // module instance -> key
+PyObject* g_module_call = nullptr;  // nn.Module.__call__'s code: a module's call, named after it
+std::vector<Slice> g_slices;
+std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
+bool g_on = false;
+bool g_forked = false;
+bool g_hook_only = false;  // benchmarks: the profile function runs and records nothing
+
+int32_t new_key(PyObject* code, int32_t line) {
+  Py_INCREF(code);
+  g_codes.push_back({code, line});
+  return static_cast<int32_t>(g_codes.size() - 1);
+}
+
+int32_t call_key(PyObject* code) {
+  Slot& slot = g_cache[(reinterpret_cast<uintptr_t>(code) >> 4) % kCache];
+  if (slot.code == code) return slot.key;
+  auto found = g_call_keys.find(code);
+  int32_t key = found != g_call_keys.end() ? found->second : (g_call_keys[code] = new_key(code, -1));
+  slot = {code, key};
+  return key;
+}
+
+int32_t frame_key(PyObject* code, int32_t line) {
+  auto& keys = g_at_keys[code];
+  for (int32_t key : keys)
+    if (g_codes[key].line == line) return key;
+  keys.push_back(new_key(code, line));
+  return keys.back();
+}
+
+// torch's tracer names a module's call "nn.Module: Linear_0" (its class and which instance of
+// that class, in order of first call): the frame's `self` is the key, the name is made at read.
+int32_t module_key(PyFrameObject* frame, PyObject* code) {
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* self = PyFrame_GetVarString(frame, "self");
+#else
+  PyObject* locals = PyFrame_GetLocals(frame);
+  PyObject* self = locals ? PyMapping_GetItemString(locals, "self") : nullptr;
+  Py_XDECREF(locals);
+#endif
+  if (!self) {
+    PyErr_Clear();
+    return call_key(code);
+  }
+  auto found = g_module_keys.find(self);
+  int32_t key = found != g_module_keys.end() ? found->second
+                                            : (g_module_keys[self] = new_key(self, kModule));
+  Py_DECREF(self);
+  return key;
+}
+
+int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject*) {
+  if (g_hook_only) return 0;
+  if (g_forked) {  // a forked child (DataLoader worker) records nothing: off on first use
+    PyEval_SetProfile(nullptr, nullptr);
+    return 0;
+  }
+  if (what != PyTrace_CALL && what != PyTrace_RETURN) return 0;  // C calls: not recorded
+  auto* thread = static_cast<ThreadCalls*>(PyCapsule_GetPointer(calls, nullptr));
+  if (!thread->entered) {  // what the memory reporter's own one-shot hook would do here
+    thread->entered = true;
+    nbp_memory_enter_thread();  // nothing unless memory is recorded
+  }
+  int32_t key = -1;  // a return (also when the frame unwinds an exception)
+  if (what == PyTrace_CALL) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    auto* object = reinterpret_cast<PyObject*>(code);
+    // A generator or coroutine is "called" again at each resume: torch names it by the line it
+    // resumes at (a yield's), so it is keyed by that line; any other call by its code alone.
+    key = object == g_module_call ? module_key(frame, object)
+          : code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR)
+              ? frame_key(object, PyFrame_GetLineNumber(frame))
+              : call_key(object);
+    Py_DECREF(code);
+  }
+  thread->events.push_back({static_cast<int64_t>(c10::getApproximateTime()), key});
+  return 0;
+}
+
+// Trace `ts` from now on; the frames it is in (`frame` outwards, a new reference or null)
+// count as called now, so that its later ops find them around them.
+void trace(PyThreadState* ts, PyFrameObject* frame, int64_t now) {
+  g_threads.push_back(std::make_unique<ThreadCalls>());
+  ThreadCalls* calls = g_threads.back().get();
+  calls->os_tid = static_cast<int64_t>(ts->native_thread_id);
+  calls->events.reserve(1 << 12);
+  std::vector<PyFrameObject*> frames;
+  for (PyFrameObject* f = frame; f; f = PyFrame_GetBack(f)) frames.push_back(f);
+  for (auto f = frames.rbegin(); f != frames.rend(); ++f) {  // outermost first
+    PyCodeObject* code = PyFrame_GetCode(*f);
+    calls->events.push_back({now, frame_key(reinterpret_cast<PyObject*>(code),
+                                            PyFrame_GetLineNumber(*f))});
+    Py_DECREF(code);
+    Py_DECREF(*f);
+  }
+  PyObject* capsule = PyCapsule_New(calls, nullptr, nullptr);
+  if (!capsule) { PyErr_Clear(); return; }
+  PyThreadState* me = PyThreadState_Get();
+  if (ts != me) PyThreadState_Swap(ts);  // PyEval_SetProfile sets the current thread's
+  PyEval_SetProfile(on_event, capsule);
+  if (ts != me) PyThreadState_Swap(me);
+  Py_DECREF(capsule);  // the thread state holds it
+}
+
+// Each thread's calls matched with their returns; a frame still running ends at `stop`. Frames
+// outermost first where they tie (Trace.build's sort keeps the order of ties).
+void match(ThreadCalls& calls, int64_t stop) {
+  std::vector<Event> open;
+  for (const Event& event : calls.events) {
+    if (event.key >= 0) {
+      open.push_back(event);
+    } else if (!open.empty()) {  // a return from a frame older than the tracing: nothing
+      g_slices.push_back({open.back().time, event.time, calls.os_tid, open.back().key});
+      open.pop_back();
+    }
+  }
+  for (const Event& event : open) g_slices.push_back({event.time, stop, calls.os_tid, event.key});
+  std::vector<Event>().swap(calls.events);
+}
+
+void child_after_fork() {
+  g_forked = true;
+  g_on = false;
+}
+
+}  // namespace
+
+extern "C" {
+
+int nbp_py_available() { return 1; }
+
+void nbp_py_set_module_call(void* code) {
+  Py_XINCREF(static_cast<PyObject*>(code));
+  Py_XDECREF(g_module_call);
+  g_module_call = static_cast<PyObject*>(code);
+}
+
+int nbp_py_start(int hook_only) {
+  static bool atfork = (pthread_atfork(nullptr, nullptr, child_after_fork), true);
+  (void)atfork;
+  if (g_on || g_forked) return -1;
+  nbp_py_release();
+  g_hook_only = hook_only != 0;
+  g_clock = std::make_unique<c10::ApproximateClockToUnixTimeConverter>();
+  int64_t now = static_cast<int64_t>(c10::getApproximateTime());
+  PyThreadState* me = PyThreadState_Get();
+  for (PyThreadState* ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts;
+       ts = PyThreadState_Next(ts)) {
+    // The starting thread's frames are the caller of nbprof.profile and nbprof's own: as on
+    // torch's path, its stacks hold the calls made inside the block. Other threads are
+    // somewhere in their work: a worker's loop is its ops' stack.
+    trace(ts, ts == me ? nullptr : PyThreadState_GetFrame(ts), now);
+  }
+  g_on = true;
+  return 0;
+}
+
+int nbp_py_trace_thread(void* frame) {
+  if (!g_on || !frame) return -1;
+  auto* f = static_cast<PyFrameObject*>(frame);
+  Py_INCREF(f);
+  trace(PyThreadState_Get(), f, static_cast<int64_t>(c10::getApproximateTime()));
+  return 0;
+}
+
+int64_t nbp_py_stop() {
+  if (!g_on) return -1;
+  g_on = false;
+  int64_t stop = static_cast<int64_t>(c10::getApproximateTime());
+  PyThreadState* me = PyThreadState_Get();
+  for (PyThreadState* ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts;
+       ts = PyThreadState_Next(ts)) {
+    if (ts->c_profilefunc != on_event) continue;  // another profiler's since: left alone
+    if (ts != me) PyThreadState_Swap(ts);
+    PyEval_SetProfile(nullptr, nullptr);
+    if (ts != me) PyThreadState_Swap(me);
+  }
+  for (auto& calls : g_threads) match(*calls, stop);
+  g_threads.clear();
+  return static_cast<int64_t>(g_slices.size());
+}
+
+int64_t nbp_py_codes(void** code, int32_t* line, int64_t capacity) {
+  int64_t count = static_cast<int64_t>(g_codes.size());
+  for (int64_t i = 0; i < count && i < capacity; ++i) {
+    code[i] = g_codes[i].code;
+    line[i] = g_codes[i].line;
+  }
+  return count;
+}
+
+int64_t nbp_py_fetch(NbpPySlices* out, int64_t capacity) {
+  auto to_unix = g_clock ? g_clock->makeConverter() : nullptr;
+  int64_t rows = 0;
+  for (const Slice& slice : g_slices) {
+    if (rows == capacity) break;
+    out->start_ns[rows] = to_unix(slice.start);
+    out->end_ns[rows] = to_unix(slice.end);
+    out->os_tid[rows] = slice.os_tid;
+    out->key[rows++] = slice.key;
+  }
+  return rows;
+}
+
+void nbp_py_release() {
+  if (g_on) return;
+  for (const Code& code : g_codes) Py_DECREF(code.code);
+  std::vector<Code>().swap(g_codes);
+  g_call_keys.clear();
+  g_at_keys.clear();
+  g_module_keys.clear();
+  std::fill(std::begin(g_cache), std::end(g_cache), Slot{nullptr, 0});
+  std::vector<Slice>().swap(g_slices);
+  g_threads.clear();
+}
+
+}  // extern "C"
+
+#else  // no Python headers: with_stack goes through torch's profiler (build.py says why)
+
+extern "C" {
+int nbp_py_available() { return 0; }
+int nbp_py_start(int) { return -1; }
+int nbp_py_trace_thread(void*) { return -1; }
+void nbp_py_set_module_call(void*) {}
+int64_t nbp_py_stop() { return -1; }
+int64_t nbp_py_codes(void**, int32_t*, int64_t) { return 0; }
+int64_t nbp_py_fetch(NbpPySlices*, int64_t) { return 0; }
+void nbp_py_release() {}
+}
+
+#endif
