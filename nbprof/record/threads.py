@@ -28,6 +28,15 @@ def name_threads(tids, known: dict[int, str]) -> dict[int, str]:
             for tid in tids}
 
 
+def hand_over(hook, frame, event, arg) -> None:
+    """From a one-shot profile function that threading's hook (``threading.setprofile``) put on a
+    new thread: the thread's profile function becomes ``hook``, the one that was there before
+    (a user's, or None), which gets this event too, as it would have without ours."""
+    sys.setprofile(hook)
+    if hook is not None:
+        hook(frame, event, arg)
+
+
 class ThreadNames:
     """Names of the Python threads seen between ``start()`` and ``stop()``: those alive at
     either end and those that started and ended in between (their Thread objects are gone by
@@ -47,7 +56,7 @@ class ThreadNames:
     def _report_new_thread(self, frame, event, arg):
         thread = threading.current_thread()
         self._names[thread.native_id] = thread.name
-        sys.setprofile(self._previous_hook)
+        hand_over(self._previous_hook, frame, event, arg)
 
     def stop(self) -> dict[int, str]:
         threading.setprofile(self._previous_hook)

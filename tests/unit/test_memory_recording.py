@@ -195,19 +195,34 @@ def test_a_threads_frees_before_its_first_op_are_recorded(native_library):
     assert (memory.op[before] == NO_ID).all()
 
 
-def test_a_python_profiler_on_the_thread_is_left_alone_and_the_note_says_what_that_costs(
+def test_a_python_profiler_on_the_thread_is_kept_and_other_threads_are_still_hooked(
         native_library):
-    calls = []
+    """The starting thread's sys.setprofile function stays (its reporter is pushed at the start)
+    and costs nothing: a worker woken in the block still has its free before its first op
+    recorded, and no note says otherwise."""
+    calls, handed, wake, ready = [], [], threading.Event(), threading.Event()
 
     def user_profiler(frame, event, arg):
         calls.append(event)
 
+    def sleeper():
+        ready.set()
+        wake.wait()
+        handed.clear()
+
+    alive = threading.Thread(target=sleeper, name="sleeping worker")
+    alive.start()
+    ready.wait()
     sys.setprofile(user_profiler)
     try:
         with nbprof.profile(memory=True, cuda=False) as prof:
-            torch.ones(10)
+            handed.append(torch.ones(2 * MIB))
+            wake.set()
+            alive.join()
         still = sys.getprofile()
     finally:
         sys.setprofile(None)
     assert still is user_profiler and calls
-    assert any("sys.setprofile" in note for note in prof.trace.meta["notes"])
+    assert not [note for note in prof.trace.meta["notes"] if note.startswith("memory:")]
+    memory, lanes = prof.trace.memory, [thread.name for thread in prof.trace.threads]
+    assert memory.bytes[memory.thread == lanes.index("sleeping worker")].tolist() == [-8 * MIB]

@@ -9,9 +9,9 @@
 //
 // A thread's first allocation of a session may come before its first op (a wrapped scalar, a
 // Python del, a worker woken from a queue): memory_records.py also has every Python thread run
-// nbp_memory_profile_hook at its next Python call or return (a one-shot profile function set on
-// each thread at the start, and on each thread started during the session), which pushes the
-// Reporter there and removes itself.
+// nbp_memory_enter_thread at its next Python call or return (python_calls.cpp's one-shot profile
+// function on each thread at the start, threading's hook on each thread started during the
+// session).
 //
 // Hot path (every allocation and free of a thread that ran an op): no lock, no allocation
 // but a chunk per kChunk events. A Reporter pushed on another thread than the one that stops
@@ -63,10 +63,6 @@ std::atomic<bool> g_paused{false};     // the calibration's "off" rounds
 std::atomic<uint64_t> g_session{0};
 std::unique_ptr<c10::ApproximateClockToUnixTimeConverter> g_clock;
 thread_local MemoryThread* tl_thread = nullptr;
-// Python's PyEval_SetProfile (given by memory_records.py: this library links no Python), with
-// which a thread's one-shot profile hook removes itself.
-using SetProfile = void (*)(void*, void*);
-SetProfile g_set_profile = nullptr;
 
 MemoryThread* this_thread() {
   uint64_t session = g_session.load(std::memory_order_relaxed);
@@ -178,16 +174,6 @@ void nbp_memory_enter_thread() {
   } catch (...) {
     // no reporter on this thread: its first op tries again
   }
-}
-
-void nbp_memory_set_profile_api(void* set_profile) {
-  g_set_profile = reinterpret_cast<SetProfile>(set_profile);
-}
-
-int nbp_memory_profile_hook(void*, void*, int, void*) {
-  nbp_memory_enter_thread();
-  if (g_set_profile) g_set_profile(nullptr, nullptr);  // once per thread: the hook goes
-  return 0;
 }
 
 void nbp_memory_leave_thread() {

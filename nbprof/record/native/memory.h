@@ -28,10 +28,6 @@ NBP_API void nbp_memory_release();
 NBP_API void nbp_memory_leave_thread();
 // This thread's reporter, pushed now when recording (a thread's first op does it otherwise).
 NBP_API void nbp_memory_enter_thread();
-// A Python profile function (Py_tracefunc) that runs nbp_memory_enter_thread on its thread and
-// removes itself through the PyEval_SetProfile given to nbp_memory_set_profile_api first.
-NBP_API void nbp_memory_set_profile_api(void* set_profile);
-NBP_API int nbp_memory_profile_hook(void* obj, void* frame, int what, void* arg);
 // The profiler's calibration: allocations timed with reports paused (1) and not (0).
 NBP_API void nbp_memory_pause(int paused);
 }

@@ -8,7 +8,6 @@ thread is the lane of its OS thread; its op is found in the Trace (model/memory.
 from __future__ import annotations
 
 import ctypes
-import sys
 import threading
 from typing import NamedTuple
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from ...model import NO_ID, MemoryEvents, Thread, Trace
 from ...model.memory import attributed
+from ..threads import hand_over
 
 DEVICE_TYPE_CPU, DEVICE_TYPE_CUDA = 0, 1  # c10::DeviceType
 _P64, _PU64, _P16 = (ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64),
@@ -88,11 +88,6 @@ def leave_before_torch_profilers(library) -> None:
     _left = True
 
 
-NOTE_PROFILED = ("memory: a Python profiler (sys.setprofile) is on: other Python threads' "
-                 "allocations are recorded from their first op of the block only (an allocation "
-                 "outside any op before it, such as a del, is missed).")
-
-
 NOTE_UNHOOKED = ("memory: other Python threads' allocations are recorded from their first op of "
                  "the block only ({error}).")
 
@@ -100,53 +95,33 @@ NOTE_UNHOOKED = ("memory: other Python threads' allocations are recorded from th
 def hook_threads(library):
     """Every Python thread pushes its reporter at its next Python call or return, before it can
     allocate outside an op (its first op would, but a del or a wrapped scalar comes earlier):
-    a one-shot C profile function on each thread alive now, and threading's hook for those
-    started during the session. After the start (the hook pushes only while recording).
-    Returns (undo, note): ``undo()`` restores threading's hook (a thread whose one-shot hook has
-    not run yet removes it at its next call, pushing nothing); ``note`` is why other threads
-    were left as they were (a profile function on this one, which the hooks would replace)."""
-    if sys.getprofile() is not None:
-        return (lambda: None), NOTE_PROFILED
-    try:
-        _hook_every_thread(library)
-    except AttributeError as error:  # a Python without these C functions: first ops only
-        return (lambda: None), NOTE_UNHOOKED.format(error=error)
+    python_calls.cpp's one-shot profile function on each other thread alive now (which then gives
+    the thread back its own profile function, cProfile's or a debugger's, and forwards it that
+    event), and threading's hook for those started during the session. After the start (the hook
+    pushes only while recording). Returns (undo, note): ``undo()`` gives threading and every
+    thread whose hook has not run yet back their own; ``note`` is why other threads were left
+    as they were."""
+    from .python_calls import PythonCalls
+
+    calls = PythonCalls(library.path)
+    if not calls.available() or calls.lib.nbp_py_hook_memory() != 0:
+        return (lambda: None), NOTE_UNHOOKED.format(
+            error="this build of nbprof's library has no Python profile function")
     previous = threading.getprofile()
     enter = library.lib.nbp_memory_enter_thread
     enter.restype = None
 
     def first_call(frame, event, arg):  # a thread started during the session: its first call
         enter()
-        sys.setprofile(previous)
+        hand_over(previous, frame, event, arg)
 
     threading.setprofile(first_call)
-    return (lambda: threading.setprofile(previous)), ""
 
+    def undo():
+        threading.setprofile(previous)
+        calls.lib.nbp_py_unhook_memory()
 
-def _hook_every_thread(library) -> None:
-    """The one-shot C hook on every Python thread but this one (whose reporter the start
-    pushed)."""
-    lib, api = library.lib, ctypes.pythonapi
-    lib.nbp_memory_set_profile_api.argtypes = [ctypes.c_void_p]
-    lib.nbp_memory_set_profile_api(ctypes.cast(api.PyEval_SetProfile, ctypes.c_void_p))
-    hook = ctypes.cast(lib.nbp_memory_profile_hook, ctypes.c_void_p)
-    if hasattr(api, "_PyEval_SetProfile"):  # 3.9 - 3.12: per thread state, this one left out
-        api._PyEval_SetProfile.argtypes = [ctypes.c_void_p] * 3
-        for name in ("PyThreadState_Get", "PyInterpreterState_Get", "PyInterpreterState_ThreadHead",
-                     "PyThreadState_Next"):
-            getattr(api, name).restype = ctypes.c_void_p
-        api.PyInterpreterState_ThreadHead.argtypes = api.PyThreadState_Next.argtypes = \
-            [ctypes.c_void_p]
-        this = api.PyThreadState_Get()
-        state = api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Get())
-        while state:
-            if state != this:
-                api._PyEval_SetProfile(state, hook, None)
-            state = api.PyThreadState_Next(state)
-    else:  # 3.12+: every thread, then this one's off again (its reporter is pushed at start)
-        api.PyEval_SetProfileAllThreads.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-        api.PyEval_SetProfileAllThreads(hook, None)
-        sys.setprofile(None)
+    return undo, ""
 
 
 def read(library) -> MemoryRecords:

@@ -31,8 +31,33 @@ struct Event {
   int32_t key;   // a call's code (index into g_codes), -1: a return
 };
 
+// A thread's profile function before ours (cProfile's, a debugger's, sys.setprofile's): ours
+// forwards it every event and gives it back at the stop, so a profile loses nothing.
+struct Previous {
+  Py_tracefunc func = nullptr;
+  PyObject* obj = nullptr;  // an owned reference
+};
+
+Previous previous_of(PyThreadState* ts) {
+  Py_XINCREF(ts->c_profileobj);
+  return {ts->c_profilefunc, ts->c_profileobj};
+}
+
+int forward(const Previous& previous, PyFrameObject* frame, int what, PyObject* arg) {
+  return previous.func ? previous.func(previous.obj, frame, what, arg) : 0;
+}
+
+// PyEval_SetProfile sets the current thread's: `ts` is made current meanwhile.
+void set_profile(PyThreadState* ts, Py_tracefunc func, PyObject* obj) {
+  PyThreadState* me = PyThreadState_Get();
+  if (ts != me) PyThreadState_Swap(ts);
+  PyEval_SetProfile(func, obj);
+  if (ts != me) PyThreadState_Swap(me);
+}
+
 struct ThreadCalls {
   int64_t os_tid;
+  Previous previous;
   std::vector<Event> events;
   bool entered = false;  // its memory reporter pushed (memory.cpp), at its first call or return
 };
@@ -108,14 +133,17 @@ int32_t module_key(PyFrameObject* frame, PyObject* code) {
   return key;
 }
 
-int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject*) {
+int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject* arg) {
   if (g_hook_only) return 0;
-  if (g_forked) {  // a forked child (DataLoader worker) records nothing: off on first use
-    PyEval_SetProfile(nullptr, nullptr);
-    return 0;
-  }
-  if (what != PyTrace_CALL && what != PyTrace_RETURN) return 0;  // C calls: not recorded
   auto* thread = static_cast<ThreadCalls*>(PyCapsule_GetPointer(calls, nullptr));
+  if (g_forked) {  // a forked child (DataLoader worker) records nothing: off on first use
+    Previous previous = thread->previous;
+    PyEval_SetProfile(previous.func, previous.obj);
+    return forward(previous, frame, what, arg);
+  }
+  if (what != PyTrace_CALL && what != PyTrace_RETURN) {  // C calls: not recorded
+    return forward(thread->previous, frame, what, arg);
+  }
   if (!thread->entered) {  // what the memory reporter's own one-shot hook would do here
     thread->entered = true;
     nbp_memory_enter_thread();  // nothing unless memory is recorded
@@ -133,7 +161,7 @@ int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject*) {
     Py_DECREF(code);
   }
   thread->events.push_back({static_cast<int64_t>(c10::getApproximateTime()), key});
-  return 0;
+  return forward(thread->previous, frame, what, arg);
 }
 
 // Trace `ts` from now on; the frames it is in (`frame` outwards, a new reference or null)
@@ -142,6 +170,7 @@ void trace(PyThreadState* ts, PyFrameObject* frame, int64_t now) {
   g_threads.push_back(std::make_unique<ThreadCalls>());
   ThreadCalls* calls = g_threads.back().get();
   calls->os_tid = static_cast<int64_t>(ts->native_thread_id);
+  calls->previous = previous_of(ts);
   calls->events.reserve(1 << 12);
   std::vector<PyFrameObject*> frames;
   for (PyFrameObject* f = frame; f; f = PyFrame_GetBack(f)) frames.push_back(f);
@@ -154,10 +183,7 @@ void trace(PyThreadState* ts, PyFrameObject* frame, int64_t now) {
   }
   PyObject* capsule = PyCapsule_New(calls, nullptr, nullptr);
   if (!capsule) { PyErr_Clear(); return; }
-  PyThreadState* me = PyThreadState_Get();
-  if (ts != me) PyThreadState_Swap(ts);  // PyEval_SetProfile sets the current thread's
-  PyEval_SetProfile(on_event, capsule);
-  if (ts != me) PyThreadState_Swap(me);
+  set_profile(ts, on_event, capsule);
   Py_DECREF(capsule);  // the thread state holds it
 }
 
@@ -175,6 +201,34 @@ void match(ThreadCalls& calls, int64_t stop) {
   }
   for (const Event& event : open) g_slices.push_back({event.time, stop, calls.os_tid, event.key});
   std::vector<Event>().swap(calls.events);
+}
+
+// memory=True without with_stack: each other thread's one-shot profile function pushes its memory
+// reporter at its next Python event (memory.cpp), then gives the thread back the profile function
+// it had, forwarding it this event. Its capsule holds that Previous.
+constexpr const char* kPrevious = "nbprof.previous_profile";
+
+void free_previous(PyObject* capsule) {
+  auto* previous = static_cast<Previous*>(PyCapsule_GetPointer(capsule, kPrevious));
+  Py_XDECREF(previous->obj);
+  delete previous;
+}
+
+void give_back(PyThreadState* ts, PyObject* capsule) {
+  Previous previous = *static_cast<Previous*>(PyCapsule_GetPointer(capsule, kPrevious));
+  Py_XINCREF(previous.obj);  // setting it frees the capsule, and the capsule's reference
+  set_profile(ts, previous.func, previous.obj);
+  Py_XDECREF(previous.obj);
+}
+
+int memory_hook(PyObject* capsule, PyFrameObject* frame, int what, PyObject* arg) {
+  nbp_memory_enter_thread();
+  Previous previous = *static_cast<Previous*>(PyCapsule_GetPointer(capsule, kPrevious));
+  Py_XINCREF(previous.obj);
+  give_back(PyThreadState_Get(), capsule);
+  int result = forward(previous, frame, what, arg);
+  Py_XDECREF(previous.obj);
+  return result;
 }
 
 void child_after_fork() {
@@ -230,13 +284,42 @@ int64_t nbp_py_stop() {
   for (PyThreadState* ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts;
        ts = PyThreadState_Next(ts)) {
     if (ts->c_profilefunc != on_event) continue;  // another profiler's since: left alone
-    if (ts != me) PyThreadState_Swap(ts);
-    PyEval_SetProfile(nullptr, nullptr);
-    if (ts != me) PyThreadState_Swap(me);
+    auto* calls = static_cast<ThreadCalls*>(PyCapsule_GetPointer(ts->c_profileobj, nullptr));
+    set_profile(ts, calls->previous.func, calls->previous.obj);  // the one it had before
   }
-  for (auto& calls : g_threads) match(*calls, stop);
+  for (auto& calls : g_threads) {
+    match(*calls, stop);
+    Py_CLEAR(calls->previous.obj);
+  }
   g_threads.clear();
   return static_cast<int64_t>(g_slices.size());
+}
+
+int nbp_py_hook_memory() {
+  PyThreadState* me = PyThreadState_Get();
+  for (PyThreadState* ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts;
+       ts = PyThreadState_Next(ts)) {
+    if (ts == me) continue;  // its reporter was pushed at the start
+    auto* previous = new Previous(previous_of(ts));
+    PyObject* capsule = PyCapsule_New(previous, kPrevious, free_previous);
+    if (!capsule) {
+      PyErr_Clear();
+      Py_XDECREF(previous->obj);
+      delete previous;
+      return -1;
+    }
+    set_profile(ts, memory_hook, capsule);
+    Py_DECREF(capsule);  // the thread state holds it
+  }
+  return 0;
+}
+
+void nbp_py_unhook_memory() {
+  PyThreadState* me = PyThreadState_Get();
+  for (PyThreadState* ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts;
+       ts = PyThreadState_Next(ts)) {
+    if (ts->c_profilefunc == memory_hook) give_back(ts, ts->c_profileobj);
+  }
 }
 
 int64_t nbp_py_codes(void** code, int32_t* line, int64_t capacity) {
@@ -281,6 +364,8 @@ extern "C" {
 int nbp_py_available() { return 0; }
 int nbp_py_start(int) { return -1; }
 int nbp_py_trace_thread(void*) { return -1; }
+int nbp_py_hook_memory() { return -1; }
+void nbp_py_unhook_memory() {}
 void nbp_py_set_module_call(void*) {}
 int64_t nbp_py_stop() { return -1; }
 int64_t nbp_py_codes(void**, int32_t*, int64_t) { return 0; }

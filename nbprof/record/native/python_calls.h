@@ -29,7 +29,12 @@ NBP_API void nbp_py_set_module_call(void* code);
 NBP_API int nbp_py_start(int hook_only);
 // A thread started while recording (threading's profile hook): trace it from `frame` on.
 NBP_API int nbp_py_trace_thread(void* frame);
-// Off on every thread; returns the number of slices (then nbp_py_codes, nbp_py_fetch).
+// memory=True without with_stack: every other thread pushes its memory reporter at its next
+// Python event (a one-shot profile function, which then puts back the thread's own and forwards
+// it that event); -1: not done. nbp_py_unhook_memory: those not run yet put back theirs now.
+NBP_API int nbp_py_hook_memory();
+NBP_API void nbp_py_unhook_memory();
+// Off on every thread (each gets back the profile function it had); returns the number of slices (then nbp_py_codes, nbp_py_fetch).
 NBP_API int64_t nbp_py_stop();
 // The code objects (owned references, until nbp_py_release) and each one's line: -1 for a call
 // (named by the line its first instruction has, as torch names it), -2 for an nn.Module's call

@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..threads import hand_over
+
 _P64, _P32 = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32)
 
 
@@ -77,7 +79,8 @@ class PythonCalls:
             ctypes.c_int64
         lib.nbp_py_codes.argtypes = [ctypes.POINTER(ctypes.c_void_p), _P32, ctypes.c_int64]
         lib.nbp_py_fetch.argtypes = [ctypes.POINTER(_Slices), ctypes.c_int64]
-        lib.nbp_py_release.restype = None
+        lib.nbp_py_release.restype = lib.nbp_py_unhook_memory.restype = None
+        lib.nbp_py_hook_memory.restype = ctypes.c_int
         lib.nbp_py_set_module_call.argtypes, lib.nbp_py_set_module_call.restype = \
             [ctypes.c_void_p], None
         self.lib = lib
@@ -88,12 +91,11 @@ class PythonCalls:
 
     def _trace_new_thread(self, frame, event, arg):
         """threading's profile hook, run once by each thread started while recording: the hook
-        that was there before runs first (the profile's thread names), then the C profile
-        function takes over from this call on."""
-        if self._previous_hook is not None:
-            self._previous_hook(frame, event, arg)
-        if self.lib.nbp_py_trace_thread(frame) != 0:
-            sys.setprofile(None)  # recording has stopped meanwhile
+        that was there before takes this call (the profile's thread names, a user's), then the C
+        profile function takes over from this call on, forwarding each event to the thread's
+        own profile function."""
+        hand_over(self._previous_hook, frame, event, arg)
+        self.lib.nbp_py_trace_thread(frame)  # nothing once recording has stopped meanwhile
 
     def start(self, hook_only: bool = False) -> None:
         """``hook_only``: the profile function runs and records nothing (benchmarks: the floor)."""
