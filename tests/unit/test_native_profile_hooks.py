@@ -159,3 +159,24 @@ def test_threadings_hook_is_kept_and_a_thread_started_in_the_block_keeps_it_afte
     assert hook_after is user_hook
     called = {name for event, name in events if event == "call"}
     assert {"run", "during_block", "after_block"} <= called
+
+
+def test_code_in_the_block_that_sets_its_own_profiler_and_puts_back_the_saved_one(with_stack):
+    """sys.getprofile() in a with_stack block is the recorder's: code that saves it, profiles
+    something itself and sets the saved one back (as profilers and debuggers do) runs without
+    error, its own profiler sees its calls, and recording resumes after it."""
+    seen = []
+
+    def own(frame, event, arg):
+        seen.append((event, frame.f_code.co_name))
+
+    with nbprof.profile(cuda=False, with_stack=True, recorder="native") as prof:
+        saved = sys.getprofile()
+        sys.setprofile(own)
+        during_block(torch.ones(2))
+        sys.setprofile(saved)
+        after_block(torch.ones(2))
+    assert sys.getprofile() is None
+    assert ("call", "during_block") in seen and ("call", "after_block") not in seen
+    frames = {frame.split(": ")[-1] for stack in prof.trace.stacks.values() for frame in stack}
+    assert "after_block" in frames and "during_block" not in frames

@@ -20,6 +20,7 @@
 #include <c10/util/ApproximateClock.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -133,9 +134,20 @@ int32_t module_key(PyFrameObject* frame, PyObject* code) {
   return key;
 }
 
-int on_event(PyObject* calls, PyFrameObject* frame, int what, PyObject* arg) {
+PyObject* resume(PyObject* capsule, PyObject* args);
+PyMethodDef g_resume = {"nbprof_python_calls", resume, METH_VARARGS,
+                        "nbprof's with_stack recorder (sys.setprofile of it resumes it)"};
+
+// The profile function's object, what sys.getprofile() returns while recording: a function of
+// the thread's ThreadCalls (in a capsule), so that code in the block that saves sys.getprofile()
+// and sets it back later (around its own profiling) gets recording back (resume).
+ThreadCalls* calls_of(PyObject* hook) {
+  return static_cast<ThreadCalls*>(PyCapsule_GetPointer(PyCFunction_GET_SELF(hook), nullptr));
+}
+
+int on_event(PyObject* hook, PyFrameObject* frame, int what, PyObject* arg) {
   if (g_hook_only) return 0;
-  auto* thread = static_cast<ThreadCalls*>(PyCapsule_GetPointer(calls, nullptr));
+  ThreadCalls* thread = calls_of(hook);
   if (g_forked) {  // a forked child (DataLoader worker) records nothing: off on first use
     Previous previous = thread->previous;
     PyEval_SetProfile(previous.func, previous.obj);
@@ -182,9 +194,54 @@ void trace(PyThreadState* ts, PyFrameObject* frame, int64_t now) {
     Py_DECREF(*f);
   }
   PyObject* capsule = PyCapsule_New(calls, nullptr, nullptr);
-  if (!capsule) { PyErr_Clear(); return; }
-  set_profile(ts, on_event, capsule);
-  Py_DECREF(capsule);  // the thread state holds it
+  PyObject* hook = capsule ? PyCFunction_New(&g_resume, capsule) : nullptr;
+  Py_XDECREF(capsule);  // the hook holds it
+  if (!hook) { PyErr_Clear(); return; }
+  set_profile(ts, on_event, hook);
+  Py_DECREF(hook);  // the thread state holds it
+}
+
+// The recording's hook if `hook` is one (sys.getprofile() of a thread it is on, or was, as set
+// back by sys.setprofile) and it is still this session's, on its own thread; else null.
+ThreadCalls* ours(PyObject* hook, PyThreadState* ts) {
+  if (!hook || !PyCFunction_Check(hook) || PyCFunction_GET_FUNCTION(hook) != g_resume.ml_meth) {
+    return nullptr;
+  }
+  ThreadCalls* calls = calls_of(hook);
+  for (auto& thread : g_threads) {
+    if (thread.get() == calls) {
+      return calls->os_tid == static_cast<int64_t>(ts->native_thread_id) ? calls : nullptr;
+    }
+  }
+  return nullptr;  // an earlier session's
+}
+
+// The hook called as a Python profile function: sys.setprofile(hook) put it back. The C profile
+// function takes over again from this event on (none once its session is over).
+PyObject* resume(PyObject* capsule, PyObject* args) {
+  PyObject *frame, *arg;
+  const char* event;
+  if (!PyArg_ParseTuple(args, "O!sO", &PyFrame_Type, &frame, &event, &arg)) return nullptr;
+  PyThreadState* ts = PyThreadState_Get();
+  PyObject* hook = ts->c_profileobj;
+  if (!hook || PyCFunction_GET_SELF(hook) != capsule) {  // called some other way: nothing
+    Py_RETURN_NONE;
+  }
+  if (!g_on || !ours(hook, ts)) {
+    PyEval_SetProfile(nullptr, nullptr);
+    Py_RETURN_NONE;
+  }
+  Py_INCREF(hook);
+  PyEval_SetProfile(on_event, hook);
+  static const char* const kEvents[] = {"call", "exception", "line", "return", "c_call",
+                                        "c_exception", "c_return", "opcode"};  // PyTrace_*
+  int what = static_cast<int>(std::find_if(std::begin(kEvents), std::end(kEvents),
+      [&](const char* name) { return std::strcmp(name, event) == 0; }) - std::begin(kEvents));
+  int result = what < 8 ? on_event(hook, reinterpret_cast<PyFrameObject*>(frame), what,
+                                   arg == Py_None ? nullptr : arg) : 0;
+  Py_DECREF(hook);
+  if (result != 0) return nullptr;
+  Py_RETURN_NONE;
 }
 
 // Each thread's calls matched with their returns; a frame still running ends at `stop`. Frames
@@ -283,8 +340,8 @@ int64_t nbp_py_stop() {
   PyThreadState* me = PyThreadState_Get();
   for (PyThreadState* ts = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me)); ts;
        ts = PyThreadState_Next(ts)) {
-    if (ts->c_profilefunc != on_event) continue;  // another profiler's since: left alone
-    auto* calls = static_cast<ThreadCalls*>(PyCapsule_GetPointer(ts->c_profileobj, nullptr));
+    ThreadCalls* calls = ours(ts->c_profileobj, ts);
+    if (!calls) continue;  // another profiler's since: left alone
     set_profile(ts, calls->previous.func, calls->previous.obj);  // the one it had before
   }
   for (auto& calls : g_threads) {
