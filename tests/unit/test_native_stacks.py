@@ -193,9 +193,12 @@ def test_without_python_headers_with_stack_goes_through_torch_and_says_what_to_i
     with pytest.raises(RuntimeError, match="-dev"):
         with nbprof.profile(cuda=False, with_stack=True, recorder="native"):
             pass
-    with nbprof.profile(cuda=False) as prof:  # the rest of the native recorder stays
+    with nbprof.profile(cuda=False, memory=True) as prof:  # the rest of the native recorder stays
         outer(torch.ones(2))
     assert prof.trace.meta["recorder"] == "native"
+    # memory without the one-shot hooks on other threads (python_calls.cpp's): it says so
+    [note] = [note for note in prof.trace.meta["notes"] if note.startswith("memory:")]
+    assert "first op" in note and "-dev" in note
     assert prof.trace.meta["native"]["library"] == str(library)
 
 

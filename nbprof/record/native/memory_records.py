@@ -101,12 +101,13 @@ def hook_threads(library):
     pushes only while recording). Returns (undo, note): ``undo()`` gives threading and every
     thread whose hook has not run yet back their own; ``note`` is why other threads were left
     as they were."""
-    from .python_calls import PythonCalls
+    from .python_calls import PythonCalls, python_calls_why_not
 
     calls = PythonCalls(library.path)
-    if not calls.available() or calls.lib.nbp_py_hook_memory() != 0:
-        return (lambda: None), NOTE_UNHOOKED.format(
-            error="this build of nbprof's library has no Python profile function")
+    if not calls.available():
+        return (lambda: None), NOTE_UNHOOKED.format(error=python_calls_why_not())
+    if calls.lib.nbp_py_hook_memory() != 0:
+        return (lambda: None), NOTE_UNHOOKED.format(error="out of memory")
     previous = threading.getprofile()
     enter = library.lib.nbp_memory_enter_thread
     enter.restype = None

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..threads import hand_over
+from .build import python_headers_why_not
 
 _P64, _P32 = ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int32)
 
@@ -63,6 +64,13 @@ def frame_name(code, line: int, prefixes: list[str]) -> str:
             filename = filename[len(prefix):]
             break
     return f"{filename}({line}): {code.co_name}"
+
+
+def python_calls_why_not() -> str:
+    """Why the library has no Python profile function (built without Python's headers), and what
+    to do."""
+    return python_headers_why_not() or ("the library was built elsewhere without this Python's "
+                                        "headers: prebuild it with --python-include")
 
 
 class PythonCalls:

@@ -8,7 +8,7 @@ import threading
 import time
 
 from . import build, load, memory_records, why_not
-from .python_calls import PythonCalls
+from .python_calls import PythonCalls, python_calls_why_not
 from .records import ABI_VERSION
 
 RECORDERS = ("auto", "native", "torch")
@@ -141,9 +141,7 @@ def native_or_why(recorder: str, *, with_stack: bool, record_shapes: bool, memor
     if with_stack:
         python_calls = PythonCalls(library.path)
         if not python_calls.available():
-            why = build.python_headers_why_not() or (
-                "the library was built elsewhere without this Python's headers: prebuild it with "
-                "--python-include")
+            why = python_calls_why_not()
             if recorder == "native":
                 raise RuntimeError(f"recorder='native' cannot record with_stack here: {why}")
             return None, f"with_stack: recorded through torch's profiler ({why})."
