@@ -224,7 +224,8 @@ PyObject* resume(PyObject* capsule, PyObject* args) {
   if (!PyArg_ParseTuple(args, "O!sO", &PyFrame_Type, &frame, &event, &arg)) return nullptr;
   PyThreadState* ts = PyThreadState_Get();
   PyObject* hook = ts->c_profileobj;
-  if (!hook || PyCFunction_GET_SELF(hook) != capsule) {  // called some other way: nothing
+  if (!hook || !PyCFunction_Check(hook) || PyCFunction_GET_SELF(hook) != capsule) {
+    // called some other way (not as this thread's profile function): nothing
     Py_RETURN_NONE;
   }
   if (!g_on || !ours(hook, ts)) {
