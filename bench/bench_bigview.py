@@ -53,7 +53,7 @@ TIMINGS = ("() => { const r = Bokeh.documents[0].get_model_by_name('nbprof_rende
 COLUMNS_MB = ("() => { const S = Bokeh.documents[0].get_model_by_name('nbprof_rendered').__nbprof;"
               " return Object.values(S).filter((v) => ArrayBuffer.isView(v))"
               ".reduce((sum, v) => sum + v.byteLength, 0) / 1e6; }")
-NOTE = "() => Bokeh.documents[0].get_model_by_name('nbprof_note').text"
+NOTE = "() => Bokeh.documents[0].get_model_by_name('nbprof_note').html"
 
 
 def js_heap_mb(page) -> float:

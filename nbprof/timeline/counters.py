@@ -6,8 +6,9 @@ Plain Bokeh glyphs over small sources: a trace has few counter samples and insta
 its slices, so none of this goes through the packed columns js/timeline.js reads. All counter
 series share one line glyph (and one hover glyph): a file may hold 10,000 series, and a glyph
 each took minutes to build. Text from the
-file reaches the page only as text: Paragraph (no HTML), axis labels (canvas) and tooltip fields
-(escaped by Bokeh).
+file reaches the page only as text: a text node (bokeh.models.dom.Text, in a Pane: no widget, so a
+standalone page needs no widgets bundle), axis labels (canvas) and tooltip fields (escaped by
+Bokeh).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import (ColumnDataSource, FixedTicker, HoverTool, Paragraph, Range1d)
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Pane, Range1d
+from bokeh.models.dom import Text
 from bokeh.plotting import figure
 
 from ..model import NO_ID, Trace
@@ -42,8 +44,8 @@ def _notes(trace: Trace) -> list:
     shown = notes[:MAX_NOTES_SHOWN]
     if len(notes) > len(shown):
         shown.append(f"... and {len(notes) - len(shown)} more notes in trace.meta['notes']")
-    return [Paragraph(text=f"note: {note}", name="nbprof_load_note",
-                      styles={"margin": "0", "font-size": "12px", "color": "#8a5a00"})
+    return [Pane(elements=[Text(content=f"note: {note}")], name="nbprof_load_note",
+                 styles={"margin": "0 5px", "font-size": "12px", "color": "#8a5a00"})
             for note in shown]
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import orjson
 from bokeh.document import Document
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, CustomJS, Div
+from bokeh.models import ColumnDataSource, CustomJS, Pane
+from bokeh.models.dom import HTML
 from bokeh.embed.util import contains_tex_string
 
 from ..formats.atomic import make_folders, write_file
@@ -208,13 +209,16 @@ class Timeline:
             self.served.connect(callback)
 
         self.plot, self.overview = plot, overview
-        self.note = Div(text=self._note_html(), name="nbprof_note")
+        # The note is a DOM element in a pane, not a Div: a Div is a widget, and one widget makes a
+        # standalone page load BokehJS's widgets bundle too (~380 kB parsed before the first paint).
+        self.note = HTML(html=self._note_html(), name="nbprof_note")
         above, below = extra_rows(trace, plot, size)  # notes; counters and instants
         self._memory_served = self.served is not None or (
             max_embedded_events is not None and len(trace.memory) > max_embedded_events)
         memory, memory_callback = memory_strip(trace, plot, size, self.selection,
                                                self._origin_ns, reduce=self._memory_served)
-        self.layout = column(self.note, *above, plot, *([memory] if memory else []), *below,
+        note = Pane(elements=[self.note], styles={"margin": "5px"})  # a Div's margin
+        self.layout = column(note, *above, plot, *([memory] if memory else []), *below,
                              overview, name="nbprof_timeline", **(
                                  {"sizing_mode": "stretch_width"} if not width else {}))
         document = Document()

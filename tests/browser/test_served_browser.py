@@ -66,7 +66,7 @@ def test_served_answer_draws_what_the_full_page_draws(browser, pages, view):  # 
 def test_coarse_page_alone_keeps_its_level_and_note(browser, pages):  # noqa: F811
     _, coarse, coarse_path = pages
     page = open_page(browser, coarse_path)
-    assert "showing" in page.evaluate("() => nb('nbprof_note').text")
+    assert "showing" in page.evaluate("() => nb('nbprof_note').html")
     # the coarser levels came along, and the whole view is drawn from the coarsest that fits
     levels = page.evaluate("() => nb('nbprof_rendered').__nbprof.coarser.map((l) => l.nsPerPx)")
     assert levels and levels == sorted(levels)

@@ -24,7 +24,7 @@ STATE = f"""() => {{ const doc = {LIVE_DOC}, plot = doc.get_model_by_name('nbpro
   const r = doc.get_model_by_name('nbprof_rendered'), d = r.data;
   return {{answers: r.__nbprof.answers || 0, x0: plot.x_range.start, x1: plot.x_range.end,
           width: plot.inner_width, left: [...d.left], right: [...d.right], count: [...d.count],
-          id: [...d.id], note: doc.get_model_by_name('nbprof_note').text}}; }}"""
+          id: [...d.id], note: doc.get_model_by_name('nbprof_note').html}}; }}"""
 
 
 def notebook_json() -> str:

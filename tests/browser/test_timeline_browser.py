@@ -344,14 +344,17 @@ def test_wheel_zoom_swaps_in_every_event_in_view(browser, tmp_path, artifacts):
 
 def test_empty_and_cpu_only_pages_say_so_and_keep_zero_length_events(browser, tmp_path, artifacts):
     page = open_page(browser, save_html(Trace.empty(), tmp_path / "empty.html"))
-    assert "no events recorded" in page.evaluate("() => nb('nbprof_note').text")
+    assert "no events recorded" in page.evaluate("() => nb('nbprof_note').html")
     assert page.evaluate("() => nb('nbprof_rendered').data.left.length") == 0
     page.close()
     cpu_only = Trace.build(start_ns=[0, 400, 1_000_000], end_ns=[300, 400, 1_000_050],
                            thread=[0, 0, 0], name_id=[0, 1, 0], names=["work", "instant"],
                            threads=[(1, 1, "main")])
     page = open_page(browser, save_html(cpu_only, tmp_path / "cpu.html"))
-    assert "CPU only: no GPU work recorded" in page.evaluate("() => nb('nbprof_note').text")
+    assert "CPU only: no GPU work recorded" in page.evaluate("() => nb('nbprof_note').html")
+    assert page.get_by_text("CPU only: no GPU work recorded").is_visible()  # bold, in the note
+    # The note is no widget: a standalone page loads BokehJS's main bundle only.
+    assert page.evaluate("() => Bokeh.Widgets === undefined && Bokeh.Models !== undefined")
     assert axis(page) == (["main"], [])  # one group: no header
     page.evaluate("nbSetX(0, 1000)")  # the zero-length event among real ones: still a bar
     bars = rendered(page)

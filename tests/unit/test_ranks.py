@@ -135,7 +135,7 @@ _COLUMNS = ("start_ns", "end_ns", "thread", "name_id", "category", "depth", "par
 def test_page_note_names_the_offsets(merged):
     from nbprof.timeline import Timeline
 
-    note = Timeline(merged).note.text
+    note = Timeline(merged).note.html
     offset_us = merged.meta["ranks"][1]["offset_ns"] / 1e3
     assert "2 ranks merged" in note and f"rank 1 {offset_us:+,.1f} µs" in note
 

@@ -43,12 +43,12 @@ def test_processes_are_named_when_there_are_several():
     assert view.lanes == ["pid 1 · main (7)", "pid 2 · main (8)"]
     # labels stay short: the rank (and process) name the group the lanes are banded by
     assert build_lanes(trace).groups == ["rank 3 · pid 1", "rank 3 · pid 2"]
-    assert view.note.text.startswith("rank 3 · ")
+    assert view.note.html.startswith("rank 3 · ")
 
 
 def test_empty_trace_says_no_events_recorded():
     view = Timeline(Trace.empty())
-    assert "no events recorded" in view.note.text
+    assert "no events recorded" in view.note.html
     assert view.lanes == []
 
 
@@ -56,8 +56,8 @@ def test_cpu_only_trace_says_so_and_has_no_cuda_lanes():
     trace = Trace.build(start_ns=[0, 3], end_ns=[10, 3], thread=[0, 0], name_id=[0, 1],
                         names=["a", "zero"], threads=[(1, 1, "main")])
     view = Timeline(trace)
-    assert "CPU only: no GPU work recorded" in view.note.text
-    assert "GPU intervals" not in view.note.text  # no "0 GPU intervals"
+    assert "CPU only: no GPU work recorded" in view.note.html
+    assert "GPU intervals" not in view.note.html  # no "0 GPU intervals"
     assert not any(label.startswith("GPU") for label in view.lanes)
 
 

@@ -145,13 +145,13 @@ def test_past_the_budget_the_page_embeds_a_coarse_level_and_says_so():
     trace = hand_built_trace()
     events = len(trace) + len(trace.gpu_start_ns)
     full = Timeline(trace, max_embedded_events=None)
-    assert full.served is None and "showing" not in full.note.text
+    assert full.served is None and "showing" not in full.note.html
     view = Timeline(trace, max_embedded_events=120)
     coarse = view.served.coarse
     assert 0 < len(coarse) <= 120
     assert int(coarse.count.sum()) == events  # every event is in one bar
-    assert f"showing {len(coarse):,} bars for {events:,} events" in view.note.text
-    assert "nbprof view --full" in view.note.text
+    assert f"showing {len(coarse):,} bars for {events:,} events" in view.note.html
+    assert "nbprof view --full" in view.note.html
     # the coarse level is the whole trace's bars at its resolution
     resolution = view.served.resolution_ns
     again = view_bars(view.served.columns, 0, view.served.columns.span_ns,
