@@ -412,7 +412,7 @@ def test_the_timeline_draws_counters_instants_and_notes(tmp_path):
     steps = list(strip.select({"name": "nbprof_counter"}))
     assert len(steps) == 1  # one line for both series, broken by a NaN between them
     assert int(np.isnan(steps[0].data_source.data["x"]).sum()) == 1
-    assert any(note.elements[0].content.startswith("note: 1 counter samples")
+    assert any(note.elements[0].html.startswith("note: 1 counter samples")
                for note in layout.select({"name": "nbprof_load_note"}))
     page = nbprof.save_html(trace, tmp_path / "p.html")
     assert "memory.allocated" in page.read_text()
