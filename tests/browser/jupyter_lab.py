@@ -23,6 +23,25 @@ READY_JS = """() => (window.Bokeh && Bokeh.documents || []).some(doc =>
     [...doc.all_models].some(m => (m.tags || []).includes("nbprof-ready")))"""
 
 
+def write_notebook(root: pathlib.Path, name: str, cells: list[str]) -> None:
+    """A notebook of code cells with the python3 kernel, as the Lab tests open it."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, root / name)
+
+
+def open_in_chromium(playwright, path: pathlib.Path, height: int = 800):
+    """A standalone page in a fresh Chromium: (browser, page, the page's uncaught errors)."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1200, "height": height})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(path.as_uri())
+    return browser, page, errors
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -5,9 +5,8 @@ bigger workload adds a Compare tab whose diff names the op that got slower."""
 import json
 import os
 
-import nbformat
 import pytest
-from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, run_lab
+from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, run_lab, write_notebook
 from jupyter_lab import READY_JS as _READY_JS
 from jupyter_lab import run_all_cells as _run_all_cells
 from jupyter_lab import wait_until_all_cells_ran
@@ -38,9 +37,7 @@ def lab(tmp_path_factory):
     base = tmp_path_factory.mktemp("answers_lab")
     root = base / "notebooks"
     root.mkdir()
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, root / NOTEBOOK)
+    write_notebook(root, NOTEBOOK, CELLS)
     with run_lab(base, root, NOTEBOOK) as url:
         yield url, root
 

@@ -10,6 +10,7 @@ import pytest
 import nbprof
 from nbprof.timeline import save_html
 
+from jupyter_lab import open_in_chromium
 from test_timeline_browser import CHROMIUM_ARGS, READY
 
 IMG = "<img src=x onerror=window.__pwned=1>"
@@ -150,15 +151,6 @@ def script_breaking_trace(names):
     return Trace.build(start_ns=np.arange(n) * 1000, end_ns=np.arange(n) * 1000 + 800,
                        thread=np.zeros(n, np.int32), name_id=np.arange(n), names=list(names),
                        threads=[nbprof.Thread(1, 1, "main")])
-
-
-def open_in_chromium(playwright, path):
-    browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-    page = browser.new_page(viewport={"width": 1200, "height": 800})
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(path.as_uri())
-    return browser, page, errors
 
 
 def test_an_exported_notebook_keeps_every_cell_after_a_copy_with_script_breaking_names(tmp_path):

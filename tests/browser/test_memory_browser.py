@@ -9,14 +9,13 @@ import pytest
 
 from nbprof.model import MemoryEvents, Trace
 from nbprof.timeline import save_html
+from jupyter_lab import open_in_chromium
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "unit"))
 from test_memory import MIB, two_thread_trace  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 READY = ("() => window.Bokeh && Bokeh.documents.length && "
          "Bokeh.documents[0].get_model_by_name('nbprof_plot').tags.includes('nbprof-ready') && "
          "Bokeh.documents[0].get_model_by_name('nbprof_memory_points').data.x.length > 0")
@@ -47,11 +46,7 @@ def many_events_trace(n=200_000) -> Trace:
 
 
 def open_page(playwright, path):
-    browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-    page = browser.new_page(viewport={"width": 1200, "height": 900})
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(path.as_uri())
+    browser, page, errors = open_in_chromium(playwright, path, height=900)
     page.wait_for_function(READY, timeout=30_000)
     return browser, page, errors
 

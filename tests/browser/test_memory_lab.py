@@ -4,9 +4,9 @@ allocation in the lane both select that op (the Details pane names it)."""
 
 import os
 
-import nbformat
 import pytest
-from jupyter_lab import CHROMIUM, CHROMIUM_ARGS, PANEL, open_notebook, run_lab
+from jupyter_lab import (CHROMIUM, CHROMIUM_ARGS, PANEL, open_notebook, run_lab,
+                         write_notebook)
 from jupyter_lab import READY_JS as _READY_JS
 from jupyter_lab import run_all_cells as _run_all_cells
 from jupyter_lab import wait_until_all_cells_ran
@@ -43,9 +43,7 @@ def page(tmp_path_factory, artifacts):
     base = tmp_path_factory.mktemp("memory_lab")
     root = base / "notebooks"
     root.mkdir()
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(notebook, root / NOTEBOOK)
+    write_notebook(root, NOTEBOOK, CELLS)
     with run_lab(base, root, NOTEBOOK) as url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_context(viewport={"width": 1400, "height": 1200}).new_page()

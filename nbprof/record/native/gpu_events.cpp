@@ -203,17 +203,22 @@ void record_end_on(Pools& pools, void* native_stream, uint32_t event, int8_t dev
   }
 }
 
+// An anchor on device d (0: the profile's start, 1: its stop): the CPU time, then an event on an
+// idle device, which completes as soon as it is recorded.
+void record_anchor(int d, int which) {
+  g_cuda->synchronizeDevice(static_cast<c10::DeviceIndex>(d));
+  c10::Stream on = stream_of(static_cast<int8_t>(d));
+  g_anchor_cpu[d][which] = static_cast<int64_t>(c10::getApproximateTime());
+  record_on(&g_anchor[d][which], on);
+}
+
 void start(uint32_t depth, uint64_t anchor_devices) {
   if (const char* why = unavailable()) throw std::runtime_error(why);
   g_depth = depth;
   g_start_anchored = 0;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (!(anchor_devices >> d & 1)) continue;
-    // idle device, then an event: it completes as soon as it is recorded
-    g_cuda->synchronizeDevice(static_cast<c10::DeviceIndex>(d));
-    c10::Stream on = stream_of(static_cast<int8_t>(d));
-    g_anchor_cpu[d][0] = static_cast<int64_t>(c10::getApproximateTime());
-    record_on(&g_anchor[d][0], on);
+    record_anchor(d, 0);
     g_start_anchored |= uint64_t{1} << d;
   }
   g_on.store(true);
@@ -226,10 +231,7 @@ uint64_t stop_anchors(uint64_t devices, std::vector<Mark>* marks, int64_t first_
   int64_t slot = first_anchor_slot, count = 0;
   for (int d = 0; d < kMaxDevices; ++d) {
     if (!(devices >> d & 1)) continue;
-    g_cuda->synchronizeDevice(static_cast<c10::DeviceIndex>(d));
-    c10::Stream on = stream_of(static_cast<int8_t>(d));
-    g_anchor_cpu[d][1] = static_cast<int64_t>(c10::getApproximateTime());
-    record_on(&g_anchor[d][1], on);
+    record_anchor(d, 1);
     g_cuda->synchronizeEvent(g_anchor[d][1]);
     for (int which = 0; which < 2; ++which) {
       if (which == 0 && !(g_start_anchored >> d & 1)) continue;
