@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # GPU checks in under 8 minutes (imports first; each step has a timeout: its own upper bound, or
 # what is left of TOTAL_BUDGET (480 s from the script's start) if that is less, so the steps
-# first in line, the native recorder's, get their time and the last ones what remains: 60 + 60
-# native build and CPU tests, 120 native GPU tests, 60 native bench, 240 GPU tests, 100 bench,
-# 60 numba, 30 probe, 45 demo s; NATIVE_*_TIMEOUT, TESTS_TIMEOUT, BENCH_TIMEOUT, NUMBA_TIMEOUT...
+# first in line, the native recorder's, get their time and the last ones what remains: 60
+# native build, 120 native GPU tests, 60 native bench, 240 GPU tests, 100 bench, 60 numba, 30
+# probe, 45 demo, 90 native CPU tests s; NATIVE_*_TIMEOUT, TESTS_TIMEOUT, BENCH_TIMEOUT, NUMBA_TIMEOUT...
 # change a bound, TOTAL_BUDGET the total; PYTEST_ARGS, e.g. --deselect ID, passes on to pytest):
 #   0. every module the tests import (bokeh.embed, IPython.core.interactiveshell, jupyter_bokeh,
 #      anywidget, ipywidgets, numba.cuda, pyarrow...), so a missing wheel fails in seconds, not
 #      after minutes of tests (PARTIAL=1 runs the torch-only tests anyway, and exits 2)
-#   0b. the native recorder's build (compiler, seconds) and its CPU tests (with_stack's too, under
-#      that Python), against this torch;
+#   0b. the native recorder's build (compiler, seconds) against this torch (its CPU tests, with
+#      with_stack's under that Python, run last: step 6);
 #      without a compiler (no ${CXX:-c++}, nor g++) the library carried in .native-prebuilt (made
 #      here by bench/gpu_native_prebuilt.sh against this torch's wheel; name it in `carry`), which
 #      build.py loads only if its key (torch's version, git hash, ABI; the sources) matches
@@ -29,6 +29,7 @@
 #      share: CUPTI, the CUDA-event profiler; needs numba-cuda)
 #   4. bench/gpu_probe.py   (what torch's profilers record raw here: thread ids, correlation ids)
 #   5. make demo's profile (nbprof run kernels/train_mlp.py) -> demo.html, to look at
+#   6. the native recorder's CPU tests (tests/unit/test_native_{recorder,build,stacks}.py)
 # Without a GPU (torch.cuda.is_available() False) it says so, runs 0 and 0b's build only (its CPU
 # tests too with CPU_TESTS=1), skips every GPU step and exits 3.
 #
@@ -189,17 +190,21 @@ from nbprof.record.native import build
 start = time.perf_counter(); library = native.load()
 took = f"compiled in {build.build_seconds:.1f} s" if build.build_seconds else "found (cache or carried)"
 print("native build:", "ok" if library else "FAILED", f"{time.perf_counter() - start:.1f} s,",
-      (took + ",") if library else "", f"variant {build.variant},", native.why_not(), library.path if library else "")
+      (took + ",") if library else "", f"variant {build.variant},", native.why_not() or "", library.path if library else "")
 print("native CUDA events:", (library.gpu_unavailable() or "yes") if library else "no library")
 import sys; sys.exit(0 if library else 1)' 2>&1 | grep -v '^USDT:' | tee -a "$SETUP"
 native_build_rc=${PIPESTATUS[0]}
 step "0b. native build" "$native_build_rc" "$compiler"
-if [ "$gpu" = 1 ] || [ "${CPU_TESTS:-0}" = 1 ]; then
-    run_for "${NATIVE_TESTS_TIMEOUT:-60}" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py tests/unit/test_native_stacks.py 2>&1 | grep -v '^USDT:' | tail -n 15 | tee -a "$SETUP"
-    native_cpu_rc=${PIPESTATUS[0]}
-    step "0b. native CPU tests" "$native_cpu_rc" "$(grep -E '(passed|failed|error)' "$SETUP" | tail -n 1)"
-fi
+# The native recorder's CPU tests under this machine's torch and Python: last on a GPU (they
+# compile a few variants, ~1 min on 2 cores: the GPU rows go first); without a GPU with CPU_TESTS=1
+native_cpu_tests() {
+    run_for "${NATIVE_TESTS_TIMEOUT:-90}" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py tests/unit/test_native_stacks.py 2>&1 | grep -v '^USDT:' | tail -n 15 | tee -a "$SETUP"
+    local rc=${PIPESTATUS[0]}
+    step "6. native CPU tests" "$rc" "$(grep -E '(passed|failed|error)' "$SETUP" | tail -n 1)"
+    return "$rc"
+}
 if [ "$gpu" != 1 ]; then
+    [ "${CPU_TESTS:-0}" = 1 ] && native_cpu_tests
     step "1a-5. GPU steps" skipped "NO GPU: torch.cuda.is_available() is False"
     finish 3
 fi
@@ -256,4 +261,5 @@ print("export:", problems or "valid", "| loaded back:", trace, len(trace.kernels
 sys.exit(1 if problems or not len(trace.kernels) else 0)' >> "$LOGS/demo.txt" 2>&1 || demo_rc=1
 [ "$demo_rc" -eq 0 ] || status=1
 step "5. demo (nbprof run kernels/train_mlp.py)" "$demo_rc" "$LOGS/demo.html"
+native_cpu_tests || status=1
 finish $status
