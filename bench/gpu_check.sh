@@ -177,6 +177,7 @@ if ! command -v "$compiler_word" >/dev/null 2>&1 && [ -z "${CXX:-}" ] && command
 fi
 if command -v "$compiler_word" >/dev/null 2>&1; then
     compiler="$(${CXX:-c++} --version 2>&1 | head -n 1)"
+    compiler="${compiler:-$compiler_word}"
 elif [ -d .native-prebuilt ]; then
     export NBPROF_NATIVE_PREBUILT="$PWD/.native-prebuilt"
     compiler="none ($compiler_word not found): the carried library, if built for this torch: $(ls .native-prebuilt | tr '\n' ' ')"
@@ -184,7 +185,8 @@ else
     compiler="none ($compiler_word not found), and no .native-prebuilt carried (bench/gpu_native_prebuilt.sh)"
 fi
 echo "compiler: $compiler" | tee -a "$SETUP"
-run_for "${NATIVE_BUILD_TIMEOUT:-60}" "$PY" -c 'import time, torch
+native_build() {
+    run_for "${NATIVE_BUILD_TIMEOUT:-60}" "$PY" -c 'import time, torch
 from nbprof.record import native
 from nbprof.record.native import build
 start = time.perf_counter(); library = native.load()
@@ -193,7 +195,19 @@ print("native build:", "ok" if library else "FAILED", f"{time.perf_counter() - s
       (took + ",") if library else "", f"variant {build.variant},", native.why_not() or "", library.path if library else "")
 print("native CUDA events:", (library.gpu_unavailable() or "yes") if library else "no library")
 import sys; sys.exit(0 if library else 1)' 2>&1 | grep -v '^USDT:' | tee -a "$SETUP"
-native_build_rc=${PIPESTATUS[0]}
+    return "${PIPESTATUS[0]}"
+}
+native_build
+native_build_rc=$?
+if [ "$native_build_rc" -ne 0 ] && [ -z "${NBPROF_NATIVE_PREBUILT:-}" ] && [ -d .native-prebuilt ]; then
+    # a compiler that is there but cannot build (no libstdc++ headers, an old g++): the carried
+    # library, which needs glibc >= 2.34 (built on Debian 12)
+    export NBPROF_NATIVE_PREBUILT="$PWD/.native-prebuilt"
+    compiler="$compiler, which FAILED: the carried library instead"
+    echo "native build failed with $compiler_word: trying the carried .native-prebuilt" | tee -a "$SETUP"
+    native_build
+    native_build_rc=$?
+fi
 step "0b. native build" "$native_build_rc" "$compiler"
 # The native recorder's CPU tests under this machine's torch and Python: last on a GPU (they
 # compile a few variants, ~1 min on 2 cores: the GPU rows go first); without a GPU with CPU_TESTS=1
