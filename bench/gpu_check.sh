@@ -194,7 +194,7 @@ took = f"compiled in {build.build_seconds:.1f} s" if build.build_seconds else "f
 print("native build:", "ok" if library else "FAILED", f"{time.perf_counter() - start:.1f} s,",
       (took + ",") if library else "", f"variant {build.variant},", native.why_not() or "", library.path if library else "")
 print("native CUDA events:", (library.gpu_unavailable() or "yes") if library else "no library")
-import sys; sys.exit(0 if library else 1)' 2>&1 | grep -v '^USDT:' | tee -a "$SETUP"
+import sys; sys.exit(0 if library else 1)' 2>&1 | grep --line-buffered -v '^USDT:' | tee -a "$SETUP"
     return "${PIPESTATUS[0]}"
 }
 native_build
@@ -212,7 +212,7 @@ step "0b. native build" "$native_build_rc" "$compiler"
 # The native recorder's CPU tests under this machine's torch and Python: last on a GPU (they
 # compile a few variants, ~1 min on 2 cores: the GPU rows go first); without a GPU with CPU_TESTS=1
 native_cpu_tests() {
-    run_for "${NATIVE_TESTS_TIMEOUT:-90}" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py tests/unit/test_native_stacks.py 2>&1 | grep -v '^USDT:' | tail -n 15 | tee -a "$SETUP"
+    run_for "${NATIVE_TESTS_TIMEOUT:-90}" "$PY" -m pytest -q -p no:cacheprovider tests/unit/test_native_recorder.py tests/unit/test_native_build.py tests/unit/test_native_stacks.py 2>&1 | grep --line-buffered -v '^USDT:' | tail -n 15 | tee -a "$SETUP"
     local rc=${PIPESTATUS[0]}
     step "6. native CPU tests" "$rc" "$(grep -E '(passed|failed|error)' "$SETUP" | tail -n 1)"
     return "$rc"
@@ -230,43 +230,43 @@ per_test=""  # a hung test fails alone instead of eating the whole run's time
 # Memory on the GPU (issue 23: the allocator's levels through the native reporter) goes with
 # them: cheap, and new C++ run on a device for the first time too.
 # shellcheck disable=SC2086  # $per_test, $tests and $PYTEST_ARGS are lists of arguments
-run_for "${NATIVE_GPU_TESTS_TIMEOUT:-120}" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py tests/gpu/test_memory_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
+run_for "${NATIVE_GPU_TESTS_TIMEOUT:-120}" "$PY" -m pytest -m gpu tests/gpu/test_native_gpu.py tests/gpu/test_numba_native_gpu.py tests/gpu/test_memory_gpu.py -v -s -p no:cacheprovider $per_test 2>&1 | grep --line-buffered -v '^USDT:' | tee "$LOGS/gpu_tests_native.log"
 native_tests_rc=${PIPESTATUS[0]}
 [ "$native_tests_rc" -eq 0 ] || status=1
 step "1a. native + memory GPU tests" "$native_tests_rc"
 
-run_for "${NATIVE_BENCH_TIMEOUT:-60}" "$PY" bench/bench_native.py --gpu --rounds 3 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_bench_native.log"
+run_for "${NATIVE_BENCH_TIMEOUT:-60}" "$PY" bench/bench_native.py --gpu --rounds 3 2>&1 | grep --line-buffered -v '^USDT:' | tee "$LOGS/gpu_bench_native.log"
 native_bench_rc=${PIPESTATUS[0]}
 [ "$native_bench_rc" -eq 0 ] || status=1
 step "1b. bench_native.py --gpu" "$native_bench_rc"
 
 # shellcheck disable=SC2086
-run_for "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py --ignore tests/gpu/test_numba_native_gpu.py --ignore tests/gpu/test_memory_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep -v '^USDT:' | tee "$LOGS/gpu_tests.log"
+run_for "${TESTS_TIMEOUT:-240}" "$PY" -m pytest -m gpu $tests --ignore tests/gpu/test_native_gpu.py --ignore tests/gpu/test_numba_native_gpu.py --ignore tests/gpu/test_memory_gpu.py -v -s -p no:cacheprovider $per_test ${PYTEST_ARGS:-} 2>&1 | grep --line-buffered -v '^USDT:' | tee "$LOGS/gpu_tests.log"
 tests_rc=${PIPESTATUS[0]}
 [ "$tests_rc" -eq 0 ] || status=1
 step "1. tests/gpu, the rest" "$tests_rc" "$tests$left_out"
 
 BENCH="$LOGS/gpu_bench.log"
 echo "==== bench/bench_record.py --gpu --rounds 3 --profile-exit" > "$BENCH"
-run_for "${BENCH_TIMEOUT:-100}" "$PY" bench/bench_record.py --gpu --rounds 3 --profile-exit 2>&1 | grep -v '^USDT:' | tee -a "$BENCH"
+run_for "${BENCH_TIMEOUT:-100}" "$PY" bench/bench_record.py --gpu --rounds 3 --profile-exit 2>&1 | grep --line-buffered -v '^USDT:' | tee -a "$BENCH"
 bench_rc=${PIPESTATUS[0]}
 [ "$bench_rc" -eq 0 ] || status=1
 step "2. bench_record.py --gpu" "$bench_rc"
 
 echo "==== bench/bench_numba.py --rounds 5 --split" >> "$BENCH"
-run_for "${NUMBA_TIMEOUT:-60}" "$PY" bench/bench_numba.py --rounds 5 --split 2>&1 | grep -v '^USDT:' | tee -a "$BENCH"
+run_for "${NUMBA_TIMEOUT:-60}" "$PY" bench/bench_numba.py --rounds 5 --split 2>&1 | grep --line-buffered -v '^USDT:' | tee -a "$BENCH"
 numba_rc=${PIPESTATUS[0]}
 [ "$numba_rc" -eq 0 ] || status=1
 step "3. bench_numba.py --split" "$numba_rc"
 
 echo "==== bench/gpu_probe.py" >> "$BENCH"
-run_for "${PROBE_TIMEOUT:-30}" "$PY" bench/gpu_probe.py 2>&1 | grep -v '^USDT:' | tee -a "$BENCH"
+run_for "${PROBE_TIMEOUT:-30}" "$PY" bench/gpu_probe.py 2>&1 | grep --line-buffered -v '^USDT:' | tee -a "$BENCH"
 step "4. gpu_probe.py" "${PIPESTATUS[0]}"
 
 # make demo's profile on the GPU: the page a user opens, with its CUDA lanes (look at it after)
 # and its Chrome export, checked and loaded back (the trace stays here: 8 files come back at most)
 run_for "${DEMO_TIMEOUT:-45}" "$PY" -m nbprof.cli run -o "$LOGS/demo.html" \
-    --trace /tmp/nbprof-demo.json.gz --table kernels/train_mlp.py 2>&1 | grep -v '^USDT:' \
+    --trace /tmp/nbprof-demo.json.gz --table kernels/train_mlp.py 2>&1 | grep --line-buffered -v '^USDT:' \
     | tail -n 30 > "$LOGS/demo.txt"
 demo_rc=${PIPESTATUS[0]}
 "$PY" -c 'import nbprof, sys; from nbprof.formats.chrome.check import check_chrome_trace as check
