@@ -133,3 +133,47 @@ def test_a_trace_without_them_looks_for_none(tmp_path):
     trace = nbprof.load(path)
     assert UNFINISHED_KEY not in trace.meta and len(unfinished_rows(trace)) == 0
     assert "unfinished" not in trace.table()
+
+
+def training_file(tmp_path, name, last_open: bool):
+    """Four steps of 100 µs (aten::mm then aten::add) and a fifth: still open when profiling
+    stopped (``last_open``: no dur, only its aten::mm ran, the file ends at 460 µs), else whole."""
+    events = []
+    for step in range(5):
+        start = 100 * step
+        events += [x(f"ProfilerStep#{step + 1}", start, 100), x("aten::mm", start + 1, 49)]
+        if not (last_open and step == 4):
+            events.append(x("aten::add", start + 50, 40))
+    if last_open:
+        events[-2].pop("dur")
+        events.append({"ph": "i", "name": "stop", "pid": 1, "tid": 1, "ts": 460, "s": "t"})
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": events}))
+    return nbprof.load(path)
+
+
+def test_a_step_still_open_when_profiling_stopped_is_shown_unfinished_and_left_out(tmp_path):
+    from nbprof.analysis.tables import records
+    from nbprof.notebook.overview import OverviewPane
+    from nbprof.timeline.overview import step_bars
+
+    trace = training_file(tmp_path, "open.json", last_open=True)
+    steps = records(trace.steps())
+    assert [row["step"] for row in steps] == [f"ProfilerStep#{k}" for k in range(1, 6)]
+    assert [row["unfinished"] for row in steps] == [False] * 4 + [True]
+    assert steps[4]["cpu_wall_us"] == pytest.approx(60)  # it ran (at least) to the stop
+    text = trace.steps().table()
+    assert "ProfilerStep#5 (unfinished)" in text
+    assert "ProfilerStep#5 is unfinished: still open when profiling stopped" in text
+    # its 60 µs against four of 100 µs is no "short step": the findings say nothing of it
+    assert not [line for line in trace.findings() if "median step" in line]
+    assert "(unfinished)" in OverviewPane._step_label(4, steps[4])
+    _, bars = step_bars(steps, has_gpu=False)
+    assert bars.data["label"][4] == "5: ProfilerStep#5 (unfinished)"
+    # the diff compares step k with step k: not the cut fifth step with a whole one
+    whole = training_file(tmp_path, "whole.json", last_open=False)
+    for before, after in ((trace, whole), (whole, trace)):
+        by_path = records(nbprof.diff(before, after, by="call_path"))
+        assert {row["step"] for row in by_path} == {0, 1, 2, 3, -1}
+        assert all(row["status"] == "same" for row in by_path if row["step"] >= 0)
+        assert "step 5 is left out (unfinished in " in nbprof.diff(before, after, by="call_path").table()
