@@ -111,7 +111,8 @@ def compare(before: Trace, after: Trace, *, by_step: bool | None = None,
     if by_step is None:
         by_step = all(w.source != "whole trace" for w in windows)
     left_out, footer = _unfinished_steps(windows) if by_step else (np.zeros(0, np.int64), "")
-    old, new = (_aggregate(trace, w if by_step else None, left_out) for trace, w in zip((before, after), windows))
+    old, new = (_aggregate(trace, steps if by_step else None, left_out)
+                for trace, steps in zip((before, after), windows))
     keys, at_old, at_new, columns = _matched(old.keys, new.keys, old, new, METRICS)
     index_all = {key: i for i, key in enumerate(keys)}
     columns = {"step": [step for step, _ in keys],

@@ -177,3 +177,21 @@ def test_a_step_still_open_when_profiling_stopped_is_shown_unfinished_and_left_o
         assert {row["step"] for row in by_path} == {0, 1, 2, 3, -1}
         assert all(row["status"] == "same" for row in by_path if row["step"] >= 0)
         assert "step 5 is left out (unfinished in " in nbprof.diff(before, after, by="call_path").table()
+
+
+def test_the_rank_summary_leaves_an_unfinished_step_out_of_its_step_times_in_memory_and_duckdb(tmp_path):
+    trace = training_file(tmp_path, "open.json", last_open=True)
+    trace.meta["rank"] = 0
+    [row] = trace.rank_summary().to_dict("records")
+    assert row["steps"] == [100_000] * 4 and row["unfinished_steps"] == 1  # as trace.steps() says
+    assert "4 (+1 unfinished)" in trace.rank_summary().table()
+    from nbprof.notebook.ranks_tab import summary_html
+    from nbprof.ranks.summary import summarise_ranks
+
+    assert "<td>4 (+1 unfinished)</td>" in summary_html(summarise_ranks(trace))  # the Ranks tab
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("duckdb")
+    folder = tmp_path / "parquet"
+    folder.mkdir()
+    trace.to_parquet(folder / "rank0.parquet")
+    assert nbprof.rank_summary(folder).to_dict("records") == trace.rank_summary().to_dict("records")
