@@ -195,3 +195,27 @@ def test_the_rank_summary_leaves_an_unfinished_step_out_of_its_step_times_in_mem
     folder.mkdir()
     trace.to_parquet(folder / "rank0.parquet")
     assert nbprof.rank_summary(folder).to_dict("records") == trace.rank_summary().to_dict("records")
+
+
+def test_the_idle_finding_does_not_name_an_unfinished_step():
+    # four steps whose kernel keeps the GPU busy 96% of each; the fifth was still open at the stop,
+    # its one kernel done 10 µs in: "GPU idle 90% of step 5" would describe the stop, not the step
+    from nbprof.model import GPU_KINDS, Trace
+
+    us = 1000
+    starts, ends, names, kernels = [], [], [], []
+    for step in range(5):
+        start = 100 * step
+        starts += [start, start + 1]
+        ends += [start + 100, start + 5]
+        names += [step + 1, 0]  # ProfilerStep#N, then aten::mm
+        kernels.append((start + 2, start + 98) if step < 4 else (start + 2, start + 10))
+    trace = Trace.build(
+        start_ns=[t * us for t in starts], end_ns=[t * us for t in ends], thread=[0] * 10,
+        name_id=names, names=["aten::mm", *(f"ProfilerStep#{k}" for k in range(1, 6))],
+        threads=[(1, 1, "main")], gpu_start_ns=[a * us for a, _ in kernels],
+        gpu_end_ns=[b * us for _, b in kernels], gpu_name_id=[0] * 5, gpu_device=[0] * 5,
+        gpu_stream=[7] * 5, gpu_launch=[1, 3, 5, 7, 9], gpu_kind=[GPU_KINDS.index("kernel")] * 5,
+        event_args={8: {UNFINISHED_KEY: UNFINISHED_TEXT}}, meta={UNFINISHED_KEY: 1})
+    assert [row["unfinished"] for row in trace.steps().to_dict("records")] == [False] * 4 + [True]
+    assert not [line for line in trace.findings() if "idle" in line]
