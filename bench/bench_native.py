@@ -323,7 +323,7 @@ def gpu_rows(rounds: int, iterations: int = 5_000) -> None:
 
 def kernel_links(rounds: int) -> None:
     """The CPU side of the two ways to link CUPTI's kernels to the native ops."""
-    from tests.unit.test_native_kernel_links import STEP, _kineto, _ops_trace, _split
+    from bench.kineto_split import cuda_only_records, ops_trace, split_kineto_file
     from nbprof.record.native.kernel_links import with_cuda_activity
 
     events = events_of(add_loop)
@@ -338,9 +338,10 @@ def kernel_links(rounds: int) -> None:
           f"native + Kineto's CPU side +{per['native + Kineto CPU']:.0f} ns, torch.profiler "
           f"+{per['torch.profiler']:.0f} ns -> the CPU side adds "
           f"{per['native + Kineto CPU'] / per['native']:.2f}x the native cost")
-    ops, calls, activities, categories = _split(STEP)
+    ops, calls, activities, categories = split_kineto_file(
+        ROOT.parent / "shared" / "traces" / "gpu_training_step_68k.json.gz")
     base = int(ops["start"].min())
-    trace, kineto = _ops_trace(ops, base), _kineto(calls, activities, categories)
+    trace, kineto = ops_trace(ops, base), cuda_only_records(calls, activities, categories)
     seconds = []
     for _ in range(rounds):
         start = time.perf_counter()

@@ -6,7 +6,9 @@ time and GPU time (of the intervals its ops launched), before / after / delta, s
 ``change_us`` = |delta CPU| + |delta GPU|: the change a user sees on the timeline ("aten::item
 took 300 ms more"). ``by="call_path"`` gives the detail: ops matched by call path (name and
 parent chain, callpaths.py), and by step where both traces have steps (steps.py: step k of one
-against step k of the other; ops outside every step count as step "-"), sorted by |delta self
+against step k of the other; ops outside every step count as step "-", and so do those of a step
+still open when profiling stopped in either trace: its times end with the profile, not the step,
+and the table's footer says which were left out), sorted by |delta self
 CPU| + |delta GPU|, how much the op's own time moved (inclusive time would rank every enclosing
 op above the op that changed). Ops on one side only are "added" or "removed". numpy only.
 """
@@ -19,7 +21,7 @@ import numpy as np
 
 from .callpaths import CallPaths, canonical_names
 from ..model import Trace
-from .steps import find_steps
+from .steps import StepWindows, find_steps
 from .tables import make_table
 
 STATUSES = ("slower", "faster", "added", "removed", "same")
@@ -43,11 +45,14 @@ class _Side:
     cell_of_event: np.ndarray  # per event, its index in keys
 
 
-def _aggregate(trace: Trace, by_step: bool) -> _Side:
+def _aggregate(trace: Trace, windows: StepWindows | None, left_out: np.ndarray) -> _Side:
+    """``windows``: the steps to match by (None: not by step); ``left_out``: steps whose ops count
+    as outside every step."""
     paths = CallPaths(trace)
     n = len(trace)
-    if by_step:
-        step = find_steps(trace).of_times(trace.start_ns)
+    if windows is not None:
+        step = windows.of_times(trace.start_ns)
+        step[np.isin(step, left_out)] = -1
     else:
         step = np.full(n, -1, np.int64)
     cell = (step + 1) * max(len(paths), 1) + paths.of_event
@@ -102,9 +107,12 @@ def compare(before: Trace, after: Trace, *, by_step: bool | None = None,
         if not isinstance(trace, Trace):
             raise TypeError(f"nbprof.diff needs two nbprof.Trace, got {type(trace).__name__} as "
                             f"{which}: profile with %%cudaprof -o VAR or read a file with nbprof.load")
+    windows = [find_steps(before), find_steps(after)]
     if by_step is None:
-        by_step = all(find_steps(t).source != "whole trace" for t in (before, after))
-    old, new = _aggregate(before, by_step), _aggregate(after, by_step)
+        by_step = all(w.source != "whole trace" for w in windows)
+    left_out, footer = _unfinished_steps(windows) if by_step else (np.zeros(0, np.int64), "")
+    old, new = (_aggregate(trace, steps if by_step else None, left_out)
+                for trace, steps in zip((before, after), windows))
     keys, at_old, at_new, columns = _matched(old.keys, new.keys, old, new, METRICS)
     index_all = {key: i for i, key in enumerate(keys)}
     columns = {"step": [step for step, _ in keys],
@@ -117,11 +125,25 @@ def compare(before: Trace, after: Trace, *, by_step: bool | None = None,
     if not by_step:
         columns["step"] = [None] * len(change)
     new_cells = np.array([index_all[key] for key in new.keys], np.int64)
-    return Comparison(table=make_table("Diff", columns, diff_text, plain), by_step=by_step,
+    return Comparison(table=make_table("Diff", columns, diff_text, plain, attrs={
+                          "left_out_steps": left_out.tolist(), "footer": footer}), by_step=by_step,
                       before_status=status[old.cell_of_event],
                       after_status=status[new_cells[new.cell_of_event]] if len(new_cells) else
                       np.zeros(0, np.int64),
                       by_name=_by_name(before, after, plain))
+
+
+def _unfinished_steps(windows: list[StepWindows]) -> tuple[np.ndarray, str]:
+    """The steps (indices) unfinished in either trace, left out of the step comparison, and the
+    line that says so."""
+    left_out = sorted({int(i) for w in windows for i in np.flatnonzero(w.unfinished)})
+    said = [f"step {step + 1} is left out (unfinished in "
+            + " and ".join(side for side, w in zip(("before", "after"), windows)
+                           if step < len(w) and w.unfinished[step])
+            + ")" for step in left_out]
+    footer = ("; ".join(said) + ": still open when profiling stopped, its ops count as step \"-\""
+              if said else "")
+    return np.array(left_out, np.int64), footer
 
 
 def _matched(old_keys: list, new_keys: list, old, new, metrics):

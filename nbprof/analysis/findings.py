@@ -35,9 +35,13 @@ def findings(trace: Trace, result: StepBreakdown | None = None, kernels=None) ->
     idle = c["idle_host_ns"] + c["idle_sync_ns"] + c["idle_launch_ns"]
     span = c["gpu_span_ns"]
     share = np.divide(100.0 * idle, span, out=np.zeros(len(span)), where=span > 0)
+    # a step still open when profiling stopped ran on past the profile: not one to compare
+    share[windows.unfinished] = 0.0
     if len(share) and share.max() >= WORTH_SAYING_PCT:
         out.append(_idle_finding(trace, result, int(np.argmax(share)), float(share.max()), gpu))
-    out.extend(_step_outliers(windows.labels, c["wall_ns"], windows.start_ns, c["end_ns"]))
+    finished = np.flatnonzero(~windows.unfinished)
+    out.extend(_step_outliers([windows.labels[i] for i in finished.tolist()], finished,
+                              c["wall_ns"][finished], windows.start_ns, c["end_ns"]))
     init = _cuda_init_finding(trace)
     if init:
         out.insert(0, init)  # it explains a slow first step, and any gap before the GPU work
@@ -141,10 +145,11 @@ def _where_cpu_was(trace: Trace, gap_start, gap_end, marker_rows) -> str:
     return text
 
 
-def _step_outliers(labels: list[str], wall_ns: np.ndarray, start_ns: np.ndarray,
+def _step_outliers(labels: list[str], steps: np.ndarray, wall_ns: np.ndarray, start_ns: np.ndarray,
                    end_ns: np.ndarray) -> list[str]:
-    """The longest and the shortest step, where they differ from the median by 1.5x, by the wall
-    time the step list and the bars show."""
+    """The longest and the shortest of the finished steps (``steps``: their indices, ``labels``
+    and ``wall_ns`` theirs), where they differ from the median by 1.5x, by the wall time the step
+    list and the bars show. ``start_ns`` / ``end_ns``: every step's window."""
     if len(wall_ns) < 3:
         return []
     median = float(np.median(wall_ns))
@@ -154,11 +159,12 @@ def _step_outliers(labels: list[str], wall_ns: np.ndarray, start_ns: np.ndarray,
     out = []
     for index in (longest, shortest):
         ratio = wall_ns[index] / median if median else 1.0
+        first = steps[index] == 0
         if ratio >= 1.5 or ratio <= 1 / 1.5:
             why = "."
-            if index == 0 and index == longest:
+            if first and index == longest:
                 why = "; a warm-up or a one-off (compilation, allocation)?"
-            elif index == 0 and queued_behind:
+            elif first and queued_behind:
                 why = ("; it found the GPU idle, while each later step's GPU work queued behind "
                        "the step before it (their windows overlap: the GPU sets the pace).")
             out.append(f"{labels[index]} took {format_us(wall_ns[index] / 1e3)}, {ratio:.2f}x the "

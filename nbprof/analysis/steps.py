@@ -5,6 +5,11 @@ the runs of ``%%cudaprof --repeat N`` (marker ops named by :func:`run_marker`); 
 of top-level ops on the busiest thread (``Optimizer.step`` boundaries, else the shortest period of
 the top-level op sequence); else the whole trace is one step.
 
+A step still open when profiling stopped (its ``ProfilerStep#N``, or the last op of a pattern step,
+has no end in its file: model/unfinished.py) is marked ``unfinished``: its times run only to the
+end of the profile, so it is shown as such and left out of what compares steps (the findings'
+outlier and idle steps, nbprof.diff's step k against step k).
+
 Per step: wall time (the step's window: from its CPU start to the end of its CPU part or of the
 GPU work it launched, whichever is later, as HTA does, so both parts lie inside it; the GPU runs
 behind the CPU, so the windows of a GPU-bound loop overlap), the CPU part's own length, CPU busy (the union of every thread's ops in it), GPU
@@ -36,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .averages import gpu_work_kinds
-from ..model import KIND_MEMCPY, KIND_MEMSET, NO_ID, Trace
+from ..model import KIND_MEMCPY, KIND_MEMSET, NO_ID, Trace, unfinished_rows
 from ..model.intervals import covered_ns, gaps_in_windows, merge_by_group, union_ns_by_group
 from .tables import make_table
 
@@ -64,16 +69,17 @@ def run_marker(index: int, runs: int) -> str:
 
 def run_windows(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Marker name ids, start and end (ns) of each ``--repeat`` run, in time order."""
-    return _named_rows(trace, _MARKER)
+    rows = _named_rows(trace, _MARKER)
+    return trace.name_id[rows], trace.start_ns[rows], trace.end_ns[rows]
 
 
-def _named_rows(trace: Trace, pattern: re.Pattern):
+def _named_rows(trace: Trace, pattern: re.Pattern) -> np.ndarray:
     ids = [i for i, name in enumerate(trace.names) if pattern.match(name)]
     rows = np.flatnonzero(np.isin(trace.name_id, ids))
     if len(rows):  # a marker nested in another of its kind (a duplicated annotation) is not a step
         nested = np.isin(trace.parent[rows], rows)
         rows = rows[~nested]
-    return trace.name_id[rows], trace.start_ns[rows], trace.end_ns[rows]
+    return rows
 
 
 # -- finding the steps ---------------------------------------------------------------------------
@@ -87,6 +93,11 @@ class StepWindows:
     end_ns: np.ndarray
     source: str
     marker_rows: np.ndarray  # the events that define the steps (left out of CPU busy)
+    unfinished: np.ndarray | None = None  # per step: still open when profiling stopped
+
+    def __post_init__(self):
+        if self.unfinished is None:
+            object.__setattr__(self, "unfinished", np.zeros(len(self.labels), bool))
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -102,7 +113,8 @@ class StepWindows:
 def find_steps(trace: Trace) -> StepWindows:
     """The steps of ``trace`` from the first source that has them (see the module's docstring)."""
     for pattern, source in ((_PROFILER_STEP, "ProfilerStep"), (_MARKER, "repeat")):
-        name_ids, start, end = _named_rows(trace, pattern)
+        marker = _named_rows(trace, pattern)
+        name_ids, start, end = trace.name_id[marker], trace.start_ns[marker], trace.end_ns[marker]
         if len(start):
             rows = np.flatnonzero(np.isin(trace.name_id, np.unique(name_ids)))
             rows = rows[np.isin(trace.start_ns[rows], start)]
@@ -111,10 +123,17 @@ def find_steps(trace: Trace) -> StepWindows:
             unique_ids, which = np.unique(name_ids, return_inverse=True)
             label_of, first, last = merge_by_group(which.reshape(-1), start, end)
             order = np.argsort(first, kind="stable")
-            labels = [trace.names[i] for i in unique_ids[label_of[order]]]
+            label_of, first, last = label_of[order], first[order], last[order]
+            # a merged step is unfinished where one of its markers (a rank's) is
+            still_open = np.isin(marker, unfinished_rows(trace))
+            open_label, open_start = which.reshape(-1)[still_open], start[still_open]
+            unfinished = np.zeros(len(first), bool)
+            for label, at in zip(open_label.tolist(), open_start.tolist()):
+                unfinished |= (label_of == label) & (first <= at) & (at < last)
+            labels = [trace.names[i] for i in unique_ids[label_of]]
             if source == "repeat":
                 labels = [f"run {label[len(MARKER_PREFIX):]}" for label in labels]
-            return StepWindows(labels, first[order], last[order], source, rows)
+            return StepWindows(labels, first, last, source, rows, unfinished)
     pattern = _pattern_steps(trace)
     if pattern is not None:
         return pattern
@@ -167,7 +186,8 @@ def _steps_of(trace: Trace, top: np.ndarray, firsts: np.ndarray, lasts: np.ndarr
     start = trace.start_ns[top[firsts]]
     end = trace.end_ns[top[lasts]]
     return StepWindows([f"step {k + 1}" for k in range(len(start))], start.astype(np.int64),
-                       end.astype(np.int64), "pattern", np.zeros(0, np.int64))
+                       end.astype(np.int64), "pattern", np.zeros(0, np.int64),
+                       np.isin(top[lasts], unfinished_rows(trace)))
 
 
 # -- where each step's time went --------------------------------------------------------------
@@ -381,7 +401,8 @@ STEP_COLUMNS = ("wall", "cpu_wall", "cpu_busy", "gpu_busy", "compute", "communic
 def steps(trace: Trace, launch_gap_us: float = DEFAULT_LAUNCH_GAP_US):
     """The step table of ``trace``: a DataFrame (``.table()``, and printing it, give it as text).
     Times in microseconds; ``start_ns`` / ``end_ns`` are the step's window (its CPU part and the
-    GPU work it launched), ``cpu_end_ns`` where its CPU part ended."""
+    GPU work it launched), ``cpu_end_ns`` where its CPU part ended; ``unfinished``: the step was
+    still open when profiling stopped, so its times end with the profile, not with the step."""
     return step_table(breakdown(trace, launch_gap_us=launch_gap_us))
 
 
@@ -391,6 +412,7 @@ def step_table(result: StepBreakdown, plain: bool = False):
     span = c["gpu_span_ns"]
     columns = {
         "step": list(windows.labels), "source": [windows.source] * len(windows),
+        "unfinished": windows.unfinished.tolist(),
         "start_ns": windows.start_ns, "end_ns": c["end_ns"], "cpu_end_ns": windows.end_ns,
         "wall_us": c["wall_ns"] / 1e3, "cpu_wall_us": c["cpu_wall_ns"] / 1e3,
         "cpu_busy_us": c["cpu_busy_ns"] / 1e3,
@@ -408,9 +430,18 @@ def steps_text(rows: list[dict], row_limit: int = -1) -> str:
 
     headers = ["Step", "Wall", "CPU part", "CPU busy", "GPU busy", "Compute", "Comm", "Memcpy", "GPU idle",
                "host", "sync", "launch"]
-    cells = [[row["step"], *(format_us(row[f"{name}_us"]) for name in STEP_COLUMNS)]
+    cells = [[step_name(row), *(format_us(row[f"{name}_us"]) for name in STEP_COLUMNS)]
              for row in limit_rows(rows, row_limit)]
     source = rows[0]["source"] if rows else "none"
+    open_steps = [row["step"] for row in rows if row.get("unfinished")]
+    said = [f"{', '.join(open_steps)} {'is' if len(open_steps) == 1 else 'are'} unfinished: still "
+            "open when profiling stopped, so its times run to the end of the profile; left out of "
+            "the findings and of nbprof.diff's step comparison"] if open_steps else []
     return "\n".join([f"{len(rows)} steps (from {source}); wall: from the step's CPU start to the end "
                       "of its CPU part or of the GPU work it launched; GPU idle split by why: "
-                      "host-bound, waiting on a sync, launch gaps", *text_table(headers, cells, 30)])
+                      "host-bound, waiting on a sync, launch gaps", *said, *text_table(headers, cells, 30)])
+
+
+def step_name(row: dict) -> str:
+    """A step's label as the list, the bars and the text show it: marked when it is unfinished."""
+    return f"{row['step']} (unfinished)" if row.get("unfinished") else row["step"]

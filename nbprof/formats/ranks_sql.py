@@ -73,10 +73,13 @@ FROM per_rank p LEFT JOIN per_rank_coll c USING (rank) LEFT JOIN per_rank_step_c
 ORDER BY p.rank
 """
 
+# A step still open when profiling stopped (its args carry the unfinished mark) is counted, not timed.
 _STEPS = r"""
-SELECT rank, list(end_ns - start_ns ORDER BY start_ns, end_ns - start_ns DESC) AS steps
-FROM read_parquet($path)
-WHERE NOT gpu AND regexp_matches(name, $step) GROUP BY rank
+WITH s AS (SELECT rank, start_ns, end_ns, coalesce(json_exists(args, '$.unfinished'), false) AS open
+           FROM read_parquet($path) WHERE NOT gpu AND regexp_matches(name, $step))
+SELECT rank, list(end_ns - start_ns ORDER BY start_ns, end_ns - start_ns DESC) FILTER (WHERE NOT open),
+       count(*) FILTER (WHERE open)
+FROM s GROUP BY rank
 """
 
 
@@ -95,7 +98,8 @@ def _connect(memory_limit: str, threads: int | None):
 
 def file_rows(connection, path) -> list[RankRow]:
     """The summary rows of the ranks in one Parquet file."""
-    steps = dict(connection.execute(_STEPS, {"path": str(path), "step": STEP_PATTERN}).fetchall())
+    steps = {rank: (durations, unfinished) for rank, durations, unfinished in connection.execute(
+        _STEPS, {"path": str(path), "step": STEP_PATTERN}).fetchall()}
     rows = []
     summary = connection.execute(_SUMMARY, {"path": str(path), "step": STEP_PATTERN}).fetchall()
     for (rank, events, gpus, wall, cpu_busy, gpu_busy, gpu_collectives, gpu_coll,
@@ -105,7 +109,8 @@ def file_rows(connection, path) -> list[RankRow]:
             cpu_busy_ns=int(cpu_busy or 0), gpu_busy_ns=int(gpu_busy or 0),
             collective_ns=int((gpu_coll if gpu_collectives else cpu_coll) or 0),
             step_collective_ns=int((step_gpu_coll if gpu_collectives else step_cpu_coll) or 0),
-            steps=tuple(int(step) for step in steps.get(rank) or ())))
+            steps=tuple(int(step) for step in steps.get(rank, ((), 0))[0] or ()),
+            unfinished_steps=int(steps.get(rank, ((), 0))[1])))
     return rows
 
 

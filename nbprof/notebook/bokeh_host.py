@@ -16,14 +16,15 @@ import traitlets
 
 from ..timeline.jsfiles import js_path
 
-# Only the bundles the timeline uses (Div is in bokeh-widgets): the full INLINE set (GL, tables,
-# MathJax) would be 8 MB, not 1.7.
-BOKEHJS_COMPONENTS = ["bokeh", "bokeh-widgets"]
+# Only the bundle the notebook's Bokeh models use (the timeline, the Overview's step bars, the
+# Compare figure: no widget among them, notes are html_panes), sent to every page that shows one:
+# 1.27 MB; with the widgets bundle 1.65, the full INLINE set (widgets, GL, tables, MathJax) 3.9.
+BOKEHJS_COMPONENTS = ["bokeh"]
 
 
 @functools.cache
 def bokehjs_source() -> str:
-    """BokehJS (core and widgets), inline, as one script: it sets ``window.Bokeh``."""
+    """BokehJS's main bundle, inline, as one script: it sets ``window.Bokeh``."""
     from bokeh.resources import Resources
 
     return "\n".join(Resources(mode="inline", components=BOKEHJS_COMPONENTS).js_raw)

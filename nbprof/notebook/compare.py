@@ -34,7 +34,8 @@ class ComparePane(ipywidgets.VBox):
                   f"{len(after):,} events; {html_text(self.text.splitlines()[0])}. Click a row to "
                   "see that op on this run's timeline. Below: before (top) and after, each step "
                   "from its start.")
-        detail = html_text(self.text.split("By call path:\n", 1)[-1].splitlines()[0])
+        detail = html_text(" ".join([self.text.split("By call path:\n", 1)[-1].splitlines()[0],
+                                     self.comparison.table.attrs.get("footer", "")]).strip())
         super().__init__([ipywidgets.HTML(header), self.by_name,
                           ipywidgets.HTML(f"<b>By call path</b>: {detail}"), self.table,
                           BokehModel(figure)])

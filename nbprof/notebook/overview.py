@@ -17,7 +17,7 @@ from ..analysis.averages import format_us, printable
 from ..analysis.callpaths import CallPaths
 from ..analysis.findings import findings
 from ..analysis.kernel_summary import kernel_summary
-from ..analysis.steps import breakdown, step_table
+from ..analysis.steps import breakdown, step_name, step_table
 from ..analysis.tables import records
 from .view_range import outline_and_show
 
@@ -69,7 +69,7 @@ class OverviewPane(ipywidgets.VBox):
     @staticmethod
     def _step_label(index: int, row: dict) -> str:
         idle = f", GPU idle {row['gpu_idle_pct']:.0f}%" if row["gpu_busy_us"] else ""
-        return (f"{index + 1}: {row['step']} · wall {format_us(row['wall_us'])} (CPU part "
+        return (f"{index + 1}: {step_name(row)} · wall {format_us(row['wall_us'])} (CPU part "
                 f"{format_us(row['cpu_wall_us'])}), CPU busy "
                 f"{format_us(row['cpu_busy_us'])}, GPU busy {format_us(row['gpu_busy_us'])}{idle}")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis.averages import KERNEL_WORK
-from ..model import Trace
+from ..model import Trace, unfinished_rows
 from .op_names import COLLECTIVE, STEP
 from .owners import event_ranks, gpu_ranks
 
@@ -45,6 +45,9 @@ class RankRow:
     collective_ns: int  # per thread (CPU collective ops) or per stream (GPU collective kernels)
     step_collective_ns: int = 0  # the part of collective_ns inside this rank's ProfilerSteps
     steps: tuple = ()  # durations of its ProfilerStep#N annotations, in time order
+    # ProfilerSteps still open when profiling stopped (model/unfinished.py): their time ran to the
+    # end of the profile, not of the step, so they are not in ``steps`` (as trace.steps() says)
+    unfinished_steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ def rank_text(rows: list[dict], row_limit: int = -1) -> str:
                "Step max"]
     cells = [[str(r["rank"]), *(format_us(r[name] / 1e3) for name in (
         "wall_ns", "cpu_busy_ns", "gpu_busy_ns", "collective_ns")),
-              str(len(r["steps"])),
+              str(len(r["steps"])) + (f" (+{r['unfinished_steps']} unfinished)"
+                                      if r.get("unfinished_steps") else ""),
               format_us(float(np.mean(r["steps"])) / 1e3) if len(r["steps"]) else "-",
               format_us(max(r["steps"]) / 1e3) if len(r["steps"]) else "-"]
              for r in limit_rows(rows, row_limit)]
@@ -146,6 +150,10 @@ def summarise_ranks(trace: Trace) -> RankSummary:
         cpu_coll = cpu & collective[trace.name_id]
         gpu_coll = gpu & collective[trace.gpu_name_id]
         steps = cpu & step[trace.name_id]
+        open_steps = np.zeros(len(trace), bool)
+        open_steps[unfinished_rows(trace)] = True
+        open_steps &= steps
+        timed = steps & ~open_steps
         # GPU busy from kernels, memcpys and memsets where the rank has them: its per-op
         # CUDA-event intervals beside them hold the same work again, with queueing (steps.py's rule)
         gpu_work = gpu & is_kernel_work
@@ -167,6 +175,7 @@ def summarise_ranks(trace: Trace) -> RankSummary:
             gpu_busy_ns=sum(union_ns(gpu_key[gpu_work], trace.gpu_start_ns[gpu_work],
                                      trace.gpu_end_ns[gpu_work]).values()),
             collective_ns=sum(coll.values()), step_collective_ns=sum(step_coll.values()),
-            steps=tuple((trace.end_ns[steps] - trace.start_ns[steps]).tolist())))
+            steps=tuple((trace.end_ns[timed] - trace.start_ns[timed]).tolist()),
+            unfinished_steps=int(open_steps.sum())))
     straggler, reason = name_straggler(rows)
     return RankSummary(rows, straggler, reason)

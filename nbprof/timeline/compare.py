@@ -14,7 +14,7 @@ from bokeh.plotting import figure
 
 from ..analysis.steps import find_steps
 from ..analysis.diff import STATUSES
-from .html_text import html_text
+from .html_text import html_pane, html_text
 
 STATUS_COLORS = {"slower": "#d62728", "faster": "#2ca02c", "added": "#ff7f0e",
                  "removed": "#9467bd", "same": "#c7c7c7"}
@@ -144,7 +144,6 @@ def save_compare_html(before, after, path, *, title: str | None = None, row_limi
     so a failed write leaves any earlier page as it was."""
     from bokeh.embed import file_html
     from bokeh.layouts import column
-    from bokeh.models import Div
     from bokeh.resources import INLINE
 
     from ..formats.atomic import make_folders, write_file
@@ -153,8 +152,8 @@ def save_compare_html(before, after, path, *, title: str | None = None, row_limi
     comparison = compare(before, after)
     plot, _ = comparison_figure(before, after, comparison)
     text = comparison.report(row_limit=row_limit)
-    page = column(Div(text=f"<pre style='font-size:12px'>{html_text(text)}</pre>",
-                      sizing_mode="stretch_width"), plot, sizing_mode="stretch_width")
+    page = column(html_pane(f"<pre style='font-size:12px'>{html_text(text)}</pre>"), plot,
+                  sizing_mode="stretch_width")
     content = file_html(page, resources=INLINE, title=title or "nbprof diff")
     make_folders(path, "the diff page")
     return write_file(path, content, "the diff page"), comparison

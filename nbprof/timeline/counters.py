@@ -6,8 +6,8 @@ Plain Bokeh glyphs over small sources: a trace has few counter samples and insta
 its slices, so none of this goes through the packed columns js/timeline.js reads. All counter
 series share one line glyph (and one hover glyph): a file may hold 10,000 series, and a glyph
 each took minutes to build. Text from the
-file reaches the page only as text: escaped HTML (html_text, in a bokeh.models.dom.HTML in a Pane:
-no widget, so a standalone page needs no widgets bundle), axis labels (canvas) and tooltip fields
+file reaches the page only as text: escaped HTML (html_text, in an html_pane: no widget, so a
+standalone page needs no widgets bundle), axis labels (canvas) and tooltip fields
 (escaped by Bokeh).
 """
 
@@ -16,12 +16,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Pane, Range1d
-from bokeh.models.dom import HTML
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d
 from bokeh.plotting import figure
 
 from ..model import NO_ID, Trace
-from .html_text import html_text
+from .html_text import html_pane, html_text
 
 ROW_PX = 28
 COUNTER_COLOR = "#e15759"
@@ -45,8 +44,8 @@ def _notes(trace: Trace) -> list:
     shown = notes[:MAX_NOTES_SHOWN]
     if len(notes) > len(shown):
         shown.append(f"... and {len(notes) - len(shown)} more notes in trace.meta['notes']")
-    return [Pane(elements=[HTML(html=html_text(f"note: {note}"))], name="nbprof_load_note",
-                 styles={"margin": "0 5px", "font-size": "12px", "color": "#8a5a00"})
+    return [html_pane(html_text(f"note: {note}"), name="nbprof_load_note",
+                      styles={"margin": "0 5px", "font-size": "12px", "color": "#8a5a00"})
             for note in shown]
 
 

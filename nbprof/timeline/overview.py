@@ -8,6 +8,8 @@ from __future__ import annotations
 from bokeh.models import ColumnDataSource, HoverTool, Legend, TapTool
 from bokeh.plotting import figure
 
+from ..analysis.steps import step_name
+
 # (column of the step table, legend label, colour)
 GPU_STACKS = (("compute_us", "compute", "#4e79a7"), ("communication_us", "communication", "#e15759"),
               ("memcpy_us", "memcpy", "#edc948"), ("idle_host_us", "idle: host-bound", "#bab0ac"),
@@ -23,9 +25,9 @@ def _ms(column: str) -> str:
 
 def step_bars(rows: list[dict], *, has_gpu: bool, height: int = 230, width: int | None = None):
     """(figure, source): the stacked bars of the steps in ``rows`` (dicts of the step table)."""
-    labels = [f"{index + 1}: {row['step']}" for index, row in enumerate(rows)]
+    labels = [f"{index + 1}: {step_name(row)}" for index, row in enumerate(rows)]
     stacks = GPU_STACKS if has_gpu else CPU_STACKS
-    data = {"label": labels, "step": [row["step"] for row in rows],
+    data = {"label": labels, "step": [step_name(row) for row in rows],
             "start_ns": [int(row["start_ns"]) for row in rows],
             "end_ns": [int(row["end_ns"]) for row in rows],
             "wall_ms": [row["wall_us"] / 1e3 for row in rows]}

@@ -8,12 +8,12 @@ import numpy as np
 import orjson
 from bokeh.document import Document
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, CustomJS, Pane
+from bokeh.models import ColumnDataSource, CustomJS
 from bokeh.models.dom import HTML
 from bokeh.embed.util import contains_tex_string
 
 from ..formats.atomic import make_folders, write_file
-from .html_text import html_text
+from .html_text import html_pane, html_text
 from ..model import Trace
 from .counters import extra_rows
 from .data import encode_events
@@ -209,15 +209,13 @@ class Timeline:
             self.served.connect(callback)
 
         self.plot, self.overview = plot, overview
-        # The note is a DOM element in a pane, not a Div: a Div is a widget, and one widget makes a
-        # standalone page load BokehJS's widgets bundle too (~380 kB parsed before the first paint).
-        self.note = HTML(html=self._note_html(), name="nbprof_note")
+        self.note = HTML(html=self._note_html(), name="nbprof_note")  # html_pane: no Div
         above, below = extra_rows(trace, plot, size)  # notes; counters and instants
         self._memory_served = self.served is not None or (
             max_embedded_events is not None and len(trace.memory) > max_embedded_events)
         memory, memory_callback = memory_strip(trace, plot, size, self.selection,
                                                self._origin_ns, reduce=self._memory_served)
-        note = Pane(elements=[self.note], styles={"margin": "5px"})  # a Div's margin
+        note = html_pane(self.note, styles={"margin": "5px"})  # a Div's margin
         self.layout = column(note, *above, plot, *([memory] if memory else []), *below,
                              overview, name="nbprof_timeline", **(
                                  {"sizing_mode": "stretch_width"} if not width else {}))

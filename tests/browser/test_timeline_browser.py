@@ -364,6 +364,26 @@ def test_empty_and_cpu_only_pages_say_so_and_keep_zero_length_events(browser, tm
     page.close()
 
 
+def test_the_diff_page_shows_its_table_without_the_widgets_bundle(browser, shared_traces, tmp_path):
+    from nbprof.timeline.compare import save_compare_html
+
+    before = nbprof.load(shared_traces / "gpu_sampled_rank0.json.gz")
+    after = nbprof.load(shared_traces / "gpu_sampled_rank1.json.gz")
+    path, _ = save_compare_html(before, after, tmp_path / "diff.html")
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(path.as_uri())
+    page.wait_for_function("() => window.Bokeh && Bokeh.documents.length && "
+                           "Bokeh.index.find_one(Bokeh.documents[0].get_model_by_name('nbprof_compare_plot'))")
+    assert page.get_by_text("nbprof diff by name:").is_visible()  # the table, drawn as text
+    assert page.get_by_text("nccl:all_to_all").first.is_visible()
+    # the table is no widget: the page loads BokehJS's main bundle only (as the timeline's)
+    assert page.evaluate("() => Bokeh.Widgets === undefined && Bokeh.Models !== undefined")
+    assert not errors, errors
+    page.close()
+
+
 def test_filter_highlight_and_selection_set_in_python_show_in_the_page(browser, tmp_path):
     trace = busy_trace(4000, seed=2)
     view = Timeline(trace)

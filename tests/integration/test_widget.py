@@ -335,17 +335,24 @@ def test_an_empty_trace_still_makes_a_widget():
     assert widget.summary.rows == []
 
 
-def test_bokehjs_bundles_cover_every_model_the_timeline_uses(trace):
-    # A model from a bundle that was not loaded would fail in the browser ("Model ... does not exist").
+def test_bokehjs_bundles_are_those_the_notebooks_bokeh_models_use(trace):
+    # A model from a bundle that was not loaded would fail in the browser ("Model ... does not
+    # exist"); a bundle that nothing uses is sent and parsed at every page load for nothing.
     from bokeh.embed.bundle import _all_objs, _use_gl, _use_mathjax, _use_tables, _use_widgets
 
     from nbprof.notebook.bokeh_host import BOKEHJS_COMPONENTS
+    from nbprof.notebook.overview import add_answer_panes
 
-    models = _all_objs([nbprof.widget(trace).timeline.layout])
+    widget = nbprof.widget(trace)
+    add_answer_panes(widget, compare_to=trace)
+    shown = [widget.timeline.layout, *(widget.lazy_panes[tab].pane.bars.document.roots[0]
+                                       for tab in ("Overview", "Compare"))]  # the bars' figures
+    models = _all_objs(shown)
+    assert {"nbprof_steps_plot", "nbprof_compare_plot"} <= {model.name for model in models}
     needed = {"bokeh"} | {bundle for bundle, used in (
         ("bokeh-widgets", _use_widgets(models)), ("bokeh-tables", _use_tables(models)),
         ("bokeh-gl", _use_gl(models)), ("bokeh-mathjax", _use_mathjax(models))) if used}
-    assert needed <= set(BOKEHJS_COMPONENTS)
+    assert needed == set(BOKEHJS_COMPONENTS)
 
 
 def test_the_lane_filter_is_checkboxes_by_group_and_keeps_the_details(alexnet):

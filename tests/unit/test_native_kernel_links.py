@@ -6,46 +6,20 @@ linkage names (torch's "External id", which the CUDA-only session does not have)
 
 from __future__ import annotations
 
-import decimal
-import gzip
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nbprof.model import KIND_KERNEL, KIND_MEMCPY, NO_ID, Thread, Trace
-from nbprof.record.kineto_cpu import CpuRecords, DeviceRecords, KinetoRecords, device_kind
+from bench.kineto_split import cuda_only_records, ops_trace, split_kineto_file
+from nbprof.model import KIND_KERNEL, KIND_MEMCPY, NO_ID
 from nbprof.record.native.kernel_links import calls_of, innermost_ops, observer_marks, \
     with_cuda_activity
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 STEP = TRACES / "gpu_training_step_68k.json.gz"  # 2 threads (forward, autograd), 6,095 activities
 TRITON = TRACES / "gpu_triton_kernel.json.gz"  # a driver call (cuLaunchKernel)
-GPU_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 pytestmark = pytest.mark.skipif(not STEP.exists(), reason="needs ../shared/traces")
-
-
-def _split(path: Path):
-    """(ops, calls, activities) of a Kineto file, times in epoch ns as integers (µs with
-    decimals in the file: read exactly, a float64 keeps ~0.25 µs there)."""
-    with gzip.open(path) as file:
-        events = json.load(file, parse_float=decimal.Decimal)["traceEvents"]
-    slices = [e for e in events if e.get("ph") == "X"]
-
-    def ns(value):
-        return int(decimal.Decimal(value) * 1000)
-
-    def columns(rows):
-        return dict(tid=np.array([int(e["tid"]) for e in rows], np.int64),
-                    start=np.array([ns(e["ts"]) for e in rows], np.int64),
-                    end=np.array([ns(e["ts"] + e["dur"]) for e in rows], np.int64),
-                    names=[e["name"] for e in rows], args=[e.get("args", {}) for e in rows])
-
-    return (columns([e for e in slices if e.get("cat") in ("cpu_op", "user_annotation")]),
-            columns([e for e in slices if e.get("cat") in ("cuda_runtime", "cuda_driver")]),
-            columns([e for e in slices if e.get("cat") in GPU_WORK]),
-            [e["cat"] for e in slices if e.get("cat") in GPU_WORK])
 
 
 def _truth(ops, calls, activities, call):
@@ -56,38 +30,9 @@ def _truth(ops, calls, activities, call):
                      for c, args in zip(call, activities["args"])])
 
 
-def _kineto(calls, activities, categories) -> KinetoRecords:
-    """What a CUDA-only Kineto session hands back: calls with CUPTI's correlation, activities
-    with no op correlation (0) and CUPTI's own in runtime_correlation."""
-    count = len(calls["names"])
-    cpu = CpuRecords(calls["names"], calls["start"], calls["end"], calls["tid"],
-                     np.zeros(count, np.bool_), np.zeros(count, np.bool_), {}, {}, None)
-    devices = DeviceRecords(
-        activities["names"], activities["start"], activities["end"],
-        np.array([a.get("device", 0) for a in activities["args"]], np.int64),
-        np.array([a.get("stream", 0) for a in activities["args"]], np.int64),
-        np.zeros(len(activities["names"]), np.int64),
-        [device_kind(category, name) for category, name in zip(categories, activities["names"])],
-        {row: {"grid": a["grid"]} for row, a in enumerate(activities["args"]) if "grid" in a},
-        np.array([a["correlation"] for a in activities["args"]], np.int64))
-    correlation = np.array([a["correlation"] for a in calls["args"]], np.int64)
-    return KinetoRecords(cpu, correlation, devices, {})
-
-
-def _ops_trace(ops, base_ns: int, pid: int = 1) -> Trace:
-    tids = sorted(set(ops["tid"].tolist()))
-    names = sorted(set(ops["names"]))
-    return Trace.build(start_ns=ops["start"] - base_ns, end_ns=ops["end"] - base_ns,
-                       thread=np.searchsorted(tids, ops["tid"]),
-                       name_id=np.searchsorted(names, ops["names"]), names=names,
-                       threads=[Thread(pid, tid, f"t{tid}") for tid in tids],
-                       event_args={row: {"External id": args.get("External id")}
-                                   for row, args in enumerate(ops["args"])})
-
-
 @pytest.fixture(scope="module")
 def step():
-    return _split(STEP)
+    return split_kineto_file(STEP)
 
 
 @pytest.mark.parametrize("clock_offset_ns", [0, 2_000, -2_000])
@@ -119,7 +64,7 @@ def test_innermost_not_outermost_and_none_outside():
 def test_the_trace_gets_call_rows_and_kernels_launched_by_their_ops(step):
     ops, calls, activities, categories = step
     base = int(min(ops["start"].min(), calls["start"].min()))
-    trace = _ops_trace(ops, base)
+    trace = ops_trace(ops, base)
     # the observer's own calls, after each op's start where it recorded an event: left out
     first_ops = np.arange(0, len(ops["tid"]), 7)
     count = len(first_ops)
@@ -133,7 +78,7 @@ def test_the_trace_gets_call_rows_and_kernels_launched_by_their_ops(step):
     marks = observer_marks(ops["tid"][first_ops], ops["start"][first_ops],
                            ops["end"][first_ops], np.ones(len(first_ops), np.bool_),
                            np.zeros(len(first_ops), np.bool_))
-    result = with_cuda_activity(trace, _kineto(with_own, activities, categories),
+    result = with_cuda_activity(trace, cuda_only_records(with_own, activities, categories),
                                 base_time_ns=base, marks=marks, pid=1)
 
     assert result.meta["own_cuda_calls"] == 2 * count and result.meta["kernels"]
@@ -170,14 +115,14 @@ def test_the_trace_gets_call_rows_and_kernels_launched_by_their_ops(step):
 
 
 def test_a_driver_launch_and_a_call_outside_every_op():
-    ops, calls, activities, categories = _split(TRITON)
+    ops, calls, activities, categories = split_kineto_file(TRITON)
     main = int(calls["tid"][0])
     keep = ops["tid"] == main
     ops = {key: (value[keep] if isinstance(value, np.ndarray) else
                  [v for v, k in zip(value, keep) if k]) for key, value in ops.items()}
     base = int(ops["start"].min())
-    trace = _ops_trace(ops, base)
-    result = with_cuda_activity(trace, _kineto(calls, activities, categories),
+    trace = ops_trace(ops, base)
+    result = with_cuda_activity(trace, cuda_only_records(calls, activities, categories),
                                 base_time_ns=base, pid=1)
     names = np.asarray(result.names, dtype=object)
     (kernel,) = np.flatnonzero(result.gpu_kind == KIND_KERNEL)

@@ -180,3 +180,25 @@ def test_code_in_the_block_that_sets_its_own_profiler_and_puts_back_the_saved_on
     assert ("call", "during_block") in seen and ("call", "after_block") not in seen
     frames = {frame.split(": ")[-1] for stack in prof.trace.stacks.values() for frame in stack}
     assert "after_block" in frames and "during_block" not in frames
+
+
+@pytest.mark.parametrize("options", [dict(memory=True), dict(with_stack=True)], ids=str)
+def test_repeated_profiles_load_the_python_hooks_library_once(monkeypatch, options):
+    # each start bound python_calls.cpp's functions anew (a ctypes.PyDLL and its function
+    # pointers, ~40 µs): a loop of short profiles paid it every time
+    import ctypes
+
+    loads = []
+    real = ctypes.PyDLL
+
+    def counted(*args, **kwargs):
+        loads.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ctypes, "PyDLL", counted)
+    x = torch.ones(4)
+    for _ in range(3):
+        with nbprof.profile(cuda=False, recorder="native", **options) as prof:
+            during_block(x)
+        assert "aten::add" in prof.trace.names
+    assert len(loads) <= 1

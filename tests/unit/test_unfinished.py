@@ -133,3 +133,89 @@ def test_a_trace_without_them_looks_for_none(tmp_path):
     trace = nbprof.load(path)
     assert UNFINISHED_KEY not in trace.meta and len(unfinished_rows(trace)) == 0
     assert "unfinished" not in trace.table()
+
+
+def training_file(tmp_path, name, last_open: bool):
+    """Four steps of 100 µs (aten::mm then aten::add) and a fifth: still open when profiling
+    stopped (``last_open``: no dur, only its aten::mm ran, the file ends at 460 µs), else whole."""
+    events = []
+    for step in range(5):
+        start = 100 * step
+        events += [x(f"ProfilerStep#{step + 1}", start, 100), x("aten::mm", start + 1, 49)]
+        if not (last_open and step == 4):
+            events.append(x("aten::add", start + 50, 40))
+    if last_open:
+        events[-2].pop("dur")
+        events.append({"ph": "i", "name": "stop", "pid": 1, "tid": 1, "ts": 460, "s": "t"})
+    path = tmp_path / name
+    path.write_text(json.dumps({"traceEvents": events}))
+    return nbprof.load(path)
+
+
+def test_a_step_still_open_when_profiling_stopped_is_shown_unfinished_and_left_out(tmp_path):
+    from nbprof.analysis.tables import records
+    from nbprof.notebook.overview import OverviewPane
+    from nbprof.timeline.overview import step_bars
+
+    trace = training_file(tmp_path, "open.json", last_open=True)
+    steps = records(trace.steps())
+    assert [row["step"] for row in steps] == [f"ProfilerStep#{k}" for k in range(1, 6)]
+    assert [row["unfinished"] for row in steps] == [False] * 4 + [True]
+    assert steps[4]["cpu_wall_us"] == pytest.approx(60)  # it ran (at least) to the stop
+    text = trace.steps().table()
+    assert "ProfilerStep#5 (unfinished)" in text
+    assert "ProfilerStep#5 is unfinished: still open when profiling stopped" in text
+    # its 60 µs against four of 100 µs is no "short step": the findings say nothing of it
+    assert not [line for line in trace.findings() if "median step" in line]
+    assert "(unfinished)" in OverviewPane._step_label(4, steps[4])
+    _, bars = step_bars(steps, has_gpu=False)
+    assert bars.data["label"][4] == "5: ProfilerStep#5 (unfinished)"
+    # the diff compares step k with step k: not the cut fifth step with a whole one
+    whole = training_file(tmp_path, "whole.json", last_open=False)
+    for before, after in ((trace, whole), (whole, trace)):
+        by_path = records(nbprof.diff(before, after, by="call_path"))
+        assert {row["step"] for row in by_path} == {0, 1, 2, 3, -1}
+        assert all(row["status"] == "same" for row in by_path if row["step"] >= 0)
+        assert "step 5 is left out (unfinished in " in nbprof.diff(before, after, by="call_path").table()
+
+
+def test_the_rank_summary_leaves_an_unfinished_step_out_of_its_step_times_in_memory_and_duckdb(tmp_path):
+    trace = training_file(tmp_path, "open.json", last_open=True)
+    trace.meta["rank"] = 0
+    [row] = trace.rank_summary().to_dict("records")
+    assert row["steps"] == [100_000] * 4 and row["unfinished_steps"] == 1  # as trace.steps() says
+    assert "4 (+1 unfinished)" in trace.rank_summary().table()
+    from nbprof.notebook.ranks_tab import summary_html
+    from nbprof.ranks.summary import summarise_ranks
+
+    assert "<td>4 (+1 unfinished)</td>" in summary_html(summarise_ranks(trace))  # the Ranks tab
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("duckdb")
+    folder = tmp_path / "parquet"
+    folder.mkdir()
+    trace.to_parquet(folder / "rank0.parquet")
+    assert nbprof.rank_summary(folder).to_dict("records") == trace.rank_summary().to_dict("records")
+
+
+def test_the_idle_finding_does_not_name_an_unfinished_step():
+    # four steps whose kernel keeps the GPU busy 96% of each; the fifth was still open at the stop,
+    # its one kernel done 10 µs in: "GPU idle 90% of step 5" would describe the stop, not the step
+    from nbprof.model import GPU_KINDS, Trace
+
+    us = 1000
+    starts, ends, names, kernels = [], [], [], []
+    for step in range(5):
+        start = 100 * step
+        starts += [start, start + 1]
+        ends += [start + 100, start + 5]
+        names += [step + 1, 0]  # ProfilerStep#N, then aten::mm
+        kernels.append((start + 2, start + 98) if step < 4 else (start + 2, start + 10))
+    trace = Trace.build(
+        start_ns=[t * us for t in starts], end_ns=[t * us for t in ends], thread=[0] * 10,
+        name_id=names, names=["aten::mm", *(f"ProfilerStep#{k}" for k in range(1, 6))],
+        threads=[(1, 1, "main")], gpu_start_ns=[a * us for a, _ in kernels],
+        gpu_end_ns=[b * us for _, b in kernels], gpu_name_id=[0] * 5, gpu_device=[0] * 5,
+        gpu_stream=[7] * 5, gpu_launch=[1, 3, 5, 7, 9], gpu_kind=[GPU_KINDS.index("kernel")] * 5,
+        event_args={8: {UNFINISHED_KEY: UNFINISHED_TEXT}}, meta={UNFINISHED_KEY: 1})
+    assert [row["unfinished"] for row in trace.steps().to_dict("records")] == [False] * 4 + [True]
+    assert not [line for line in trace.findings() if "idle" in line]

@@ -10,6 +10,7 @@ tracer records no thread started after it).
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 import threading
 from typing import NamedTuple
@@ -73,25 +74,33 @@ def python_calls_why_not() -> str:
                                         "headers: prebuild it with --python-include")
 
 
+@functools.cache
+def _bound(path: str):
+    """python_calls.cpp's functions in the library at ``path``, typed: bound once per library
+    (a PyDLL and its function pointers cost ~40 µs, and every with_stack or memory start asks)."""
+    lib = ctypes.PyDLL(path)
+    lib.nbp_py_available.restype = lib.nbp_py_start.restype = ctypes.c_int
+    lib.nbp_py_start.argtypes = [ctypes.c_int]
+    lib.nbp_py_trace_thread.argtypes, lib.nbp_py_trace_thread.restype = [ctypes.py_object], \
+        ctypes.c_int
+    lib.nbp_py_stop.restype = lib.nbp_py_codes.restype = lib.nbp_py_fetch.restype = \
+        ctypes.c_int64
+    lib.nbp_py_codes.argtypes = [ctypes.POINTER(ctypes.c_void_p), _P32, ctypes.c_int64]
+    lib.nbp_py_fetch.argtypes = [ctypes.POINTER(_Slices), ctypes.c_int64]
+    lib.nbp_py_release.restype = lib.nbp_py_unhook_memory.restype = None
+    lib.nbp_py_hook_memory.restype = ctypes.c_int
+    lib.nbp_py_set_module_call.argtypes, lib.nbp_py_set_module_call.restype = \
+        [ctypes.c_void_p], None
+    return lib
+
+
 class PythonCalls:
     """python_calls.cpp through ctypes.PyDLL: each call holds the GIL, which the profile
-    function's buffers rely on (no lock of their own)."""
+    function's buffers rely on (no lock of their own). One per session (it keeps the hook it
+    replaced); the library's binding is shared."""
 
     def __init__(self, path):
-        lib = ctypes.PyDLL(str(path))
-        lib.nbp_py_available.restype = lib.nbp_py_start.restype = ctypes.c_int
-        lib.nbp_py_start.argtypes = [ctypes.c_int]
-        lib.nbp_py_trace_thread.argtypes, lib.nbp_py_trace_thread.restype = [ctypes.py_object], \
-            ctypes.c_int
-        lib.nbp_py_stop.restype = lib.nbp_py_codes.restype = lib.nbp_py_fetch.restype = \
-            ctypes.c_int64
-        lib.nbp_py_codes.argtypes = [ctypes.POINTER(ctypes.c_void_p), _P32, ctypes.c_int64]
-        lib.nbp_py_fetch.argtypes = [ctypes.POINTER(_Slices), ctypes.c_int64]
-        lib.nbp_py_release.restype = lib.nbp_py_unhook_memory.restype = None
-        lib.nbp_py_hook_memory.restype = ctypes.c_int
-        lib.nbp_py_set_module_call.argtypes, lib.nbp_py_set_module_call.restype = \
-            [ctypes.c_void_p], None
-        self.lib = lib
+        self.lib = _bound(str(path))
         self._previous_hook = None
 
     def available(self) -> bool:
