@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import json
 import os
+import sys
 
 import numpy as np
 import orjson
@@ -31,6 +32,7 @@ from torch._C._profiler import _ExperimentalConfig
 from torch.autograd import ProfilerActivity, ProfilerConfig, ProfilerState
 
 from .convert import keep_rows, sparse_rows
+from .kineto_python import events_hold_python, saved_python_functions, with_python_functions
 from .quiet import quiet_usdt
 
 _KinetoEvent = torch._C._autograd._KinetoEvent
@@ -124,6 +126,7 @@ class KinetoCpuRecorder:
         self._config = ProfilerConfig(state, record_shapes, False, with_stack, False, False,
                                       experimental)
         self._activities = {ProfilerActivity.CPU} if cpu else set()
+        self.notes: list[str] = []  # for trace.meta["notes"]: what stop() could not read
         if kernels:
             self._activities.add(ProfilerActivity.CUDA)
 
@@ -140,11 +143,17 @@ class KinetoCpuRecorder:
     def stop(self) -> CpuRecords:
         with quiet_usdt():
             result = torch.autograd._disable_profiler()
+        events = result.events()
         if self.correlated:
-            return read_kineto_records(result.events(), record_shapes=self.record_shapes,
-                                       with_stack=self.with_stack)
-        return read_records(result.events(), record_shapes=self.record_shapes,
-                            with_stack=self.with_stack, gpu_fallback=self.gpu_fallback)
+            records = read_kineto_records(events, record_shapes=self.record_shapes,
+                                          with_stack=self.with_stack)
+        else:
+            records = read_records(events, record_shapes=self.record_shapes,
+                                   with_stack=self.with_stack, gpu_fallback=self.gpu_fallback)
+        if self.with_stack and not events_hold_python(events):
+            records, note = records_with_saved_python(records, result)
+            self.notes += [note] if note else []
+        return records
 
 
 def kernels_supported() -> bool:
@@ -224,6 +233,34 @@ def thread_ids_by_small_id(small_ids, os_tids) -> dict:
         if os_tid:
             found.setdefault(small, os_tid)
     return found
+
+
+NOTE_NO_PYTHON_FRAMES = (
+    "Python frames were not recorded: torch {version} gives with_stack's Python functions only in "
+    "its trace file, and nbprof could not read them from it ({why}). Install python3.{minor}-dev "
+    "(then nbprof's native recorder records them), or torch >= 2.13.")
+
+
+def records_with_saved_python(records, result):
+    """``records`` (CpuRecords or KinetoRecords) with the Python functions of ``result``'s saved
+    trace (kineto_python.py: a torch whose events() leaves them out), and a note for
+    trace.meta["notes"] where they could not all be read."""
+    try:
+        functions = saved_python_functions(result)
+    except (OSError, RuntimeError, ValueError) as error:  # no room to write, torch refused
+        return records, NOTE_NO_PYTHON_FRAMES.format(
+            version=torch.__version__, why=f"{type(error).__name__}: {error}",
+            minor=sys.version_info.minor)
+    note = None
+    if functions.unread:
+        note = (f"{functions.unread} of the Python function slices in torch's trace file were "
+                "not in the layout nbprof reads: left out of the Python frames")
+    if isinstance(records, KinetoRecords):
+        correlation = np.concatenate([records.correlation,
+                                      np.zeros(len(functions.names), np.int64)])
+        return records._replace(cpu=with_python_functions(records.cpu, functions),
+                                correlation=correlation), note
+    return with_python_functions(records, functions), note
 
 
 def _int_column(method, events) -> np.ndarray:

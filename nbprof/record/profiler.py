@@ -282,22 +282,26 @@ class profile:  # noqa: N801  (a context manager named like torch's)
             trace.meta.setdefault("notes", []).extend(self._recorder.notes)
             return trace
         if isinstance(self._recorder, CudaRecorder):
-            return gpu_records_to_trace(
+            trace = gpu_records_to_trace(
                 raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
                 starting_thread=self._starting_thread,
                 thread_names=name_threads(set(raw.kineto.cpu.tid.tolist()), known_names),
                 windows=self._own_windows, kernels_why_not=self._kernels_why_not,
                 record_shapes=self.record_shapes, with_stack=self.with_stack, meta=self._meta)
+            trace.meta["notes"].extend(self._recorder.kineto.notes)
+            return trace
         if isinstance(self._recorder, LegacyCudaRecorder):
             return legacy_records_to_trace(
                 raw, anchor_name=self._recorder.anchor_name, base_time_ns=self._base_time_ns,
                 starting_thread=self._starting_thread, record_shapes=self.record_shapes,
                 with_stack=self.with_stack, meta=self._meta)
         raw, _ = drop_own_cuda_calls(raw, event_times={}, windows=self._own_windows)
-        return cpu_records_to_trace(
+        trace = cpu_records_to_trace(
             raw, base_time_ns=self._base_time_ns, pid=os.getpid(),
             thread_names=name_threads(set(raw.tid.tolist()), known_names),
             first_tid=self._starting_thread.tid, meta=self._meta)
+        trace.meta["notes"].extend(self._recorder.notes)
+        return trace
 
     def _choose_backend(self, legacy: bool = True):
         has_gpu = torch.cuda.is_available()
