@@ -25,15 +25,16 @@ import numpy as np
 import orjson
 
 _BLOCK_BYTES = 16 << 20
-_MAX_NAME = 1 << 16  # characters of a frame's name read (torch's are a path and a function)
-# More than one event's head (the longest name, escaped, and the fields around it): a match
-# starting before a block's last _KEEP_BYTES is whole within the block.
-_KEEP_BYTES = 8 * _MAX_NAME
+# More than one slice's head (a frame's name is a path and a function): a slice whose category
+# starts before a block's last _KEEP_BYTES is read whole from that block.
+_KEEP_BYTES = 1 << 20
 _CATEGORY = b'"python_function"'
+# From the category on: a literal the scan finds in C, and no other category can match (Kineto
+# writes "ph" and "cat" before "name"; a python_function slice is always an X slice).
 _SLICE = re.compile(
-    rb'"ph":\s*"X",\s*"cat":\s*"python_function",\s*"name":\s*("(?:[^"\\]|\\.){0,%d}+"),\s*'
+    rb'"python_function",\s*"name":\s*("[^"\\]*+(?:\\.[^"\\]*+)*+"),\s*'
     rb'"pid":\s*-?\d+,\s*"tid":\s*(-?\d+),\s*"ts":\s*(-?\d+)(?:\.(\d{1,3})\d*)?,\s*'
-    rb'"dur":\s*(\d+)(?:\.(\d{1,3})\d*)?' % _MAX_NAME)
+    rb'"dur":\s*(\d+)(?:\.(\d{1,3})\d*)?')
 _BASE_TIME = re.compile(rb'"baseTimeNanoseconds":\s*(\d+)')
 
 
@@ -79,38 +80,35 @@ def read_python_functions(path, block_bytes: int = _BLOCK_BYTES,
                           keep_bytes: int = _KEEP_BYTES) -> PythonFunctions:
     """The Python function slices of a trace file Kineto wrote (plain JSON), read
     ``block_bytes`` at a time; ``keep_bytes``: more than one slice's head."""
-    names, tids, starts, start_fractions, durations, duration_fractions = [], [], [], [], [], []
-    base_ns, found = None, 0
+    rows, found, base_ns = [], 0, None
     with open(path, "rb") as file:
         carried = b""
         while True:
             block = file.read(block_bytes)
             text = carried + block if carried else block
-            # matches that start here are whole in `text`; the rest waits for the next block
-            upto = len(text) if not block else max(len(text) - keep_bytes, 0)
             if base_ns is None:  # a top-level key before the events: in the first block
                 base = _BASE_TIME.search(text)
-                base_ns = int(base.group(1)) if base else 0
-            for match in _SLICE.finditer(text, 0, len(text)):
-                if match.start() >= upto:
-                    break
-                name, tid, start, start_fraction, duration, duration_fraction = match.groups()
-                names.append(name)
-                tids.append(tid)
-                starts.append(start)
-                start_fractions.append(start_fraction)
-                durations.append(duration)
-                duration_fractions.append(duration_fraction)
-            found += text.count(_CATEGORY, 0, upto + len(_CATEGORY) - 1)
+                base_ns = int(base.group(1)) if base else 0  # none: ts in epoch µs
+            # A slice's text ends before the next category: the slices before the last category
+            # are whole. Where that one is not near the end (or none is), its slice is whole
+            # too, and only a category cut in two can be left: fewer bytes than the literal,
+            # which no match or count here includes, carried on.
+            end = len(text)
+            last = text.rfind(_CATEGORY) if block else -1
+            if last >= 0 and last >= len(text) - keep_bytes:
+                end = last
+            rows += _SLICE.findall(text, 0, end)
+            found += text.count(_CATEGORY, 0, end)
             if not block:
                 break
-            carried = text[upto:]
-    unread = found - len(names)
-    start_ns = _ns(starts, start_fractions) + (base_ns or 0)  # none: epoch µs
+            carried = text[end:] if end < len(text) else text[len(text) - len(_CATEGORY) + 1:]
+    names, tids, starts, start_fractions, durations, duration_fractions = \
+        map(list, zip(*rows)) if rows else ([],) * 6
+    start_ns = _ns(starts, start_fractions) + base_ns
     tid = np.array(tids, dtype=np.bytes_).astype(np.int64) if tids else np.zeros(0, np.int64)
     decoded = orjson.loads(b"[" + b",".join(names) + b"]") if names else []
     return PythonFunctions(decoded, start_ns, start_ns + _ns(durations, duration_fractions), tid,
-                           unread)
+                           found - len(rows))
 
 
 def with_python_functions(records, functions: PythonFunctions):

@@ -2,6 +2,7 @@
 whose events() leaves them out (2.11) takes: forced here on a torch that has both, and compared
 with events()' own Python function events of the same recording."""
 
+import functools
 import os
 import tempfile
 import threading
@@ -118,3 +119,50 @@ def test_slices_split_across_blocks_and_those_in_another_layout_are_counted(tmp_
     # a field nbprof does not expect between "cat" and "name": that slice is not read
     path.write_text(text.replace('"python_function",', '"python_function", "new": 1,', 1))
     assert read_python_functions(path).unread == 1
+
+
+def _profiled_steps():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    data = torch.randn(4, 8)
+    import nbprof
+
+    with nbprof.profile(recorder="torch", with_stack=True) as prof:
+        _model_step(model, data)
+    return prof.trace
+
+
+def test_a_profile_takes_the_saved_route_where_events_lack_python(monkeypatch, tmp_path):
+    from nbprof.record import kineto_cpu
+
+    monkeypatch.setattr(kineto_cpu, "events_hold_python", lambda events: False)  # as on 2.11
+    trace = _profiled_steps()
+    stacks = [trace.stacks.get(row, ()) for row in range(len(trace))
+              if trace.names[trace.name_id[row]] == "aten::addmm"]
+    assert stacks and all(any("_model_step" in frame for frame in stack) for stack in stacks)
+    assert not [note for note in trace.meta["notes"] if "Python" in note]
+
+    # the trace's folder cannot be made (the profile's own temporary files still can)
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", functools.partial(
+        tempfile.TemporaryDirectory, dir=tmp_path / "no such folder"))
+    trace = _profiled_steps()
+    assert "aten::addmm" in trace.names  # the ops stay
+    assert [note for note in trace.meta["notes"] if note.startswith("Python frames were not")]
+
+
+def test_the_cuda_event_paths_records_get_the_frames_with_no_correlation(monkeypatch):
+    """CudaRecorder's Kineto part (correlated: CPU rows with correlation ids, as on a GPU)."""
+    from nbprof.record import kineto_cpu
+
+    monkeypatch.setattr(kineto_cpu, "events_hold_python", lambda events: False)  # as on 2.11
+    torch.manual_seed(0)
+    model, data = torch.nn.Linear(8, 1), torch.randn(4, 8)
+    recorder = KinetoCpuRecorder(with_stack=True, correlated=True)
+    recorder.start()
+    _model_step(model, data)
+    records = recorder.stop()
+    cpu = records.cpu
+    assert len(records.correlation) == len(cpu.names) == len(cpu.tid)
+    frames = np.flatnonzero(cpu.is_python)
+    assert any("_model_step" in cpu.names[row] for row in frames)
+    assert not records.correlation[frames].any() and records.correlation[~cpu.is_python].any()
