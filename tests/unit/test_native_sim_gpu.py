@@ -138,6 +138,49 @@ result = dict(created=created, timed=timed, pooled=pooled, big_ops=len(trace),
     assert counts["events_live"] == result["after_trim"] + 4
 
 
+def test_ops_and_ranges_during_a_graph_capture_get_no_event_and_the_note_says_so():
+    result = run(INTERVALS + """
+import torch
+from tests.native_sim.device import sim, record
+from nbprof.record import native
+
+name, stream, push, pop = native.load().range_calls()
+
+def work():
+    x = torch.ones(4)
+    x.add(1)
+    with sim.capturing(0, 2):
+        sim.set_stream(0, 2)
+        x.mul(3)                                 # on the capturing stream
+        push(name("numba::captured"), stream(sim.stream_handle(0, 2)), -1)
+        pop()
+        # its own stream does not capture, but its pool's event is made on torch's, which does
+        push(name("numba::first_use"), stream(sim.stream_handle(0, 5)), -1)
+        pop()
+        sim.set_stream(0, 0)
+        x.sub(1)                                 # the legacy stream while stream 2 captures
+        push(name("numba::legacy"), 0, -1)
+        pop()
+    x.div(2)
+
+records, trace = record(work)
+result = dict(rows=intervals(trace), names=sorted(set(trace.names)), notes=trace.meta["notes"],
+              untimed=len(trace) - len(trace.gpu_launch), counts=sim.counts(),
+              last_error=sim.last_error())
+""")
+    timed = {row["name"] for row in result["rows"]}
+    assert {"aten::add", "aten::div"} <= timed
+    assert {"aten::mul", "aten::sub", "numba::captured", "numba::legacy"} <= set(result["names"])
+    assert not timed & {"aten::mul", "aten::sub", "numba::captured", "numba::legacy"}
+    assert result["counts"]["captured_records"] == 0, "nothing went into the user's graph"
+    captured = [note for note in result["notes"] if "captured a CUDA graph" in note]
+    assert captured and captured[0].startswith(f"{result['untimed']} ops"), result["notes"]
+    assert not [note for note in result["notes"] if "could not be recorded" in note]
+    # cudaStreamIsCapturing's refusal on the legacy stream was nbprof's: cleared, so the user's
+    # next launch check does not report it
+    assert result["last_error"] == 0
+
+
 def test_gpu_depth_limits_which_ops_get_events():
     result = run(INTERVALS + """
 import torch

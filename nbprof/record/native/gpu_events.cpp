@@ -54,15 +54,19 @@ c10::Stream stream_of(int8_t device) {
   return g_cuda->getStream(c10::Device(c10::DeviceType::CUDA, device));
 }
 
-// false while the stream captures a CUDA graph (or its state cannot be read: e.g. the legacy
-// default stream while another stream captures): no event then
-bool may_record(const c10::Stream& stream) {
+// false while the stream (a raw cudaStream_t) captures a CUDA graph, or its state cannot be
+// read (e.g. the legacy default stream while another stream captures): no event then
+bool may_record_on(void* native_stream) {
   int status = 0;
-  if (g_is_capturing(g_cuda->getStreamNativeHandle(stream), &status) != 0) {
+  if (g_is_capturing(native_stream, &status) != 0) {
     g_get_last_error();  // ours: the next kernel launch check must not report it as its own
     return false;
   }
   return status == 0;
+}
+
+bool may_record(const c10::Stream& stream) {
+  return may_record_on(g_cuda->getStreamNativeHandle(stream));
 }
 
 void record_on(void** event, const c10::Stream& stream) {
@@ -142,17 +146,18 @@ namespace {
 using EventRecord = int (*)(void* event, void* stream);  // cudaEventRecord
 
 // The pool slot's event re-recorded on a raw stream of its device; created first (on torch's
-// current stream of that device, through `record` as every op's) where the slot has none.
+// current stream of that device, through `record` as every op's) where the slot has none, and
+// not while that stream captures a graph (the event would become a node of the user's graph).
 bool record_raw(void*& event, void* native_stream, int8_t device) {
   static const auto event_record =
       reinterpret_cast<EventRecord>(find_in_cudart("cudaEventRecord"));
-  int status = 0;
-  if (!event_record || g_is_capturing(native_stream, &status) != 0) {
-    if (event_record) g_get_last_error();  // ours, not the next launch check's
-    throw std::runtime_error("no cudaEventRecord, or the stream's state cannot be read");
+  if (!event_record) throw std::runtime_error("no cudaEventRecord in the CUDA runtime");
+  if (!may_record_on(native_stream)) return false;  // capturing a CUDA graph: no event
+  if (!event) {
+    c10::Stream current = stream_of(device);
+    if (!may_record(current)) return false;
+    record_on(&event, current);
   }
-  if (status != 0) return false;  // capturing a CUDA graph: no event
-  if (!event) record_on(&event, stream_of(device));
   if (event_record(event, native_stream) != 0) {
     g_get_last_error();
     throw std::runtime_error("cudaEventRecord failed");
