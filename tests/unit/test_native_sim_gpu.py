@@ -53,7 +53,7 @@ def assert_inside_cpu_intervals(rows) -> None:
 
 def test_every_op_gets_a_gpu_interval_on_its_device_and_stream_and_exports(tmp_path):
     result = run(INTERVALS + f"""
-import torch, nbprof
+import threading, torch, nbprof
 from tests.native_sim.device import sim, record
 
 def work():
@@ -63,6 +63,10 @@ def work():
     x = x * 2                    # device 0, stream 3
     sim.set_device(1)
     x = x - 1                    # device 1, default stream
+    with torch.autograd.profiler.record_function("switch_default"):
+        sim.set_device(0)        # starts on device 1's default stream, ends with device 0 current
+        x.abs()                  # device 0, stream 3
+    sim.set_device(1)
     sim.set_stream(1, 2)
     x.sum()                      # device 1, stream 2
     with torch.autograd.profiler.record_function("switch"):
@@ -70,32 +74,40 @@ def work():
         x = x.neg()              # device 0, stream 3
     sim.set_stream(0, 0)
     sim.set_stream(1, 0)
+    worker = threading.Thread(target=lambda: (sim.set_device(1), torch.ones(4).exp()))
+    worker.start()               # its own current device (and pool)
+    worker.join()
 
-records, trace = record(work)
+found = []
+for _ in range(2):               # the second re-records the first's events
+    records, trace = record(work)
+    found.append(dict(rows=intervals(trace), ops=len(trace), notes=trace.meta["notes"],
+                      clocks=trace.meta["gpu_clock"]))
 path = {str(tmp_path / "sim.json")!r}
 trace.export_chrome_trace(path)
 loaded = nbprof.load(path)
-result = dict(rows=intervals(trace), ops=len(trace), loaded=intervals(loaded),
-              errors=sim.counts()["errors"], last_error=sim.last_error(),
-              notes=trace.meta["notes"], clocks=trace.meta["gpu_clock"])
+result = dict(found=found, loaded=intervals(loaded), errors=sim.counts()["errors"],
+              last_error=sim.last_error())
 """)
-    rows = result["rows"]
-    assert result["ops"] == len(rows) > 20, "every op has a GPU interval"
-    assert_inside_cpu_intervals(rows)
-    lanes = {}
-    for row in rows:
-        lanes.setdefault(row["name"], set()).add((row["device"], row["stream"]))
-    (default0,), (stream3,), (default1,), (stream2,) = (lanes[name] for name in (
-        "aten::add", "aten::mul", "aten::sub", "aten::sum"))
-    assert default0[0] == stream3[0] == 0 and default1[0] == stream2[0] == 1
-    assert len({default0, stream3, default1, stream2}) == 4
-    assert lanes["aten::neg"] == {stream3}
-    assert lanes["switch"] == {stream2}  # where it started
+    for found in result["found"]:
+        rows = found["rows"]
+        assert found["ops"] == len(rows) > 20, "every op has a GPU interval"
+        assert_inside_cpu_intervals(rows)
+        lanes = {}
+        for row in rows:
+            lanes.setdefault(row["name"], set()).add((row["device"], row["stream"]))
+        (default0,), (stream3,), (default1,), (stream2,) = (lanes[name] for name in (
+            "aten::add", "aten::mul", "aten::sub", "aten::sum"))
+        assert default0[0] == stream3[0] == 0 and default1[0] == stream2[0] == 1
+        assert len({default0, stream3, default1, stream2}) == 4
+        assert lanes["aten::abs"] == lanes["aten::neg"] == {stream3}
+        assert lanes["switch_default"] == {default1} and lanes["switch"] == {stream2}
+        assert lanes["aten::exp"] == {default1}  # the worker's device 1
+        assert set(found["clocks"]) == {"0", "1"} and found["notes"] == []
     assert result["errors"] == 0 and result["last_error"] == 0
-    assert set(result["clocks"]) == {"0", "1"} and result["notes"] == []
     # The Chrome file keeps every GPU interval on its lane
     key = lambda row: (row["name"], row["device"], row["gpu"][1] - row["gpu"][0])  # noqa: E731
-    assert sorted(map(key, result["loaded"])) == sorted(map(key, rows))
+    assert sorted(map(key, result["loaded"])) == sorted(map(key, result["found"][-1]["rows"]))
 
 
 KEPT_EVENTS = 1 << 16  # observer.cpp's kKeptEvents: per (thread, device) after a read
@@ -116,20 +128,27 @@ def adds(count):
             x = x + 1
     return work
 
-created, timed = [], []
+created, timed, through_torch = [], [], []
 for _ in range(3):
+    before = sim.counts()["torch_records"]
     records, trace = record(adds(200))
     created.append(sim.counts()["events_created"])
     timed.append(len(trace.gpu_launch))
+    through_torch.append(sim.counts()["torch_records"] - before)
 pooled = library.created_events()
 records, trace = record(adds(8000))  # 40k ops: 80k events on this thread's device-0 pool
-result = dict(created=created, timed=timed, pooled=pooled, big_ops=len(trace),
+result = dict(created=created, timed=timed, through_torch=through_torch, pooled=pooled,
+              big_ops=len(trace),
               big_timed=len(trace.gpu_launch), after_trim=library.created_events(),
               counts=sim.counts())
 """)
     assert result["timed"][0] == result["timed"][1] == result["timed"][2] > 1000
     first, second, third = result["created"]
     assert first > 0 and second == third == first, "later profiles re-record the pool's events"
+    # ... with cudaEventRecord: torch's record (device juggling per call) makes them, and then
+    # records only device 1's start and stop anchors (on a device that is not the current one)
+    assert result["through_torch"][0] >= 2 * result["timed"][0]
+    assert result["through_torch"][1] == result["through_torch"][2] == 2
     assert result["big_timed"] == result["big_ops"] > KEPT_EVENTS // 2  # 2 events an op
     counts = result["counts"]
     assert counts["events_destroyed"] > 0 and counts["errors"] == 0
@@ -257,19 +276,22 @@ def work():
     sim.set_device(0)
 
 sim.set_clock_rate(1, 1.001)  # device 1's clock 1000 ppm faster than device 0's
-records, trace = record(work)
-result = dict(clocks=trace.meta["gpu_clock"], rows=intervals(trace), notes=trace.meta["notes"],
+for _ in range(3):
+    records, trace = record(work)
+    clocks = trace.meta["gpu_clock"]
+    # ~1-3 us here; a thread preempted between an anchor's clock read and its event (2 shared
+    # cores) makes tens of us or more, and tilts the drift by that over the span: once more
+    if max(clock["anchor_error_ns"] for clock in clocks.values()) < 20_000:
+        break
+result = dict(clocks=clocks, rows=intervals(trace), notes=trace.meta["notes"],
               anchor_devices=sorted(records.gpu.anchor_device.tolist()))
 """)
-    assert result["anchor_devices"] == [0, 0, 1, 1]
-    assert all("anchor was" in note for note in result["notes"]), result["notes"]
+    assert result["anchor_devices"] == [0, 0, 1, 1] and result["notes"] == []
     clocks = result["clocks"]
     assert set(clocks) == {"0", "1"}
     for clock in clocks.values():
         assert clock["anchors"] == 2 and clock["untimed_events"] == 0
-        # ~1-3 us here; a thread preempted between an anchor's clock read and its event (2
-        # shared cores) makes tens of us, and the note says so
-        assert 0 <= clock["anchor_error_ns"] < 200_000, clock
+        assert 0 <= clock["anchor_error_ns"] < 20_000, clock
     # Each device's drift is against the CPU clock as torch's converter reads it (TSC to Unix
     # time, itself off by up to hundreds of ppm over a short profile, the same for both): the
     # difference is the devices' own.

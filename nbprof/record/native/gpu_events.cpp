@@ -1,8 +1,9 @@
-// See gpu_events.h. Everything CUDA goes through c10::impl::getDeviceGuardImpl(CUDA) (record,
-// elapsedTime, synchronizeDevice, destroyEvent): its interface is in c10's headers on every torch
-// build. The one call it lacks on torch 2.11 (isStreamCapturing, added in 2.13, and in the middle
-// of the vtable: this .so is built per torch) is cudaStreamIsCapturing, looked up in the CUDA
-// runtime torch already loaded. Why each choice: shared/RECORDER.md.
+// See gpu_events.h. CUDA goes through c10::impl::getDeviceGuardImpl(CUDA) (record to make an
+// event, elapsedTime, synchronizeDevice, destroyEvent): its interface is in c10's headers on every
+// torch build. The one call it lacks on torch 2.11 (isStreamCapturing, added in 2.13, and in the
+// middle of the vtable: this .so is built per torch) is cudaStreamIsCapturing, looked up in the
+// CUDA runtime torch already loaded, as is cudaEventRecord, which re-records the pools' events
+// without torch's per-call device juggling. Why each choice: shared/RECORDER.md.
 #include "gpu_events.h"
 
 #include <c10/core/Device.h>
@@ -27,15 +28,18 @@ namespace {
 
 using IsCapturing = int (*)(void* stream, int* status);  // cudaError_t, cudaStreamCaptureStatus
 using GetLastError = int (*)();
+using EventRecord = int (*)(void* event, void* stream);  // cudaEventRecord
 IsCapturing g_is_capturing = nullptr;
 GetLastError g_get_last_error = nullptr;
+EventRecord g_event_record = nullptr;
 const c10::impl::DeviceGuardImplInterface* g_cuda = nullptr;
 std::string g_why;
 void* g_anchor[kMaxDevices][2] = {};  // per device: start and stop anchors, re-recorded too
 int64_t g_anchor_cpu[kMaxDevices][2] = {};
 uint64_t g_start_anchored = 0;
 
-// A function of the CUDA runtime torch loaded (cudaStreamIsCapturing, cudaGetLastError)
+// A function of the CUDA runtime torch loaded (cudaStreamIsCapturing, cudaGetLastError,
+// cudaEventRecord)
 void* find_in_cudart(const char* symbol) {
   if (void* found = dlsym(RTLD_DEFAULT, symbol)) return found;
   // torch loads its CUDA runtime privately (RTLD_LOCAL): find it by soname, never load one
@@ -69,8 +73,32 @@ bool may_record(const c10::Stream& stream) {
   return may_record_on(g_cuda->getStreamNativeHandle(stream));
 }
 
-void record_on(void** event, const c10::Stream& stream) {
+// null (torch's default stream), cudaStreamLegacy and cudaStreamPerThread name a stream of
+// whichever device is current when they are used
+bool device_relative(void* native_stream) {
+  return reinterpret_cast<uintptr_t>(native_stream) <= 2;
+}
+
+// An event on `stream` (`native_stream`: its handle). One the pool made already (every op's
+// after the pool's first profile) goes straight to cudaEventRecord: torch's record gets and
+// sets the current device around it (~3 cudaGetDevice per call) and checks its GPU trace. A
+// device-relative handle needs its device current: `on_current_device` where the caller knows,
+// else one getDevice; where it is not, and for an event not made yet, torch's record (which
+// makes it, on the stream's device).
+void record_on(void** event, const c10::Stream& stream, void* native_stream,
+               bool on_current_device = false) {
+  if (*event && g_event_record &&
+      (!device_relative(native_stream) || on_current_device ||
+       g_cuda->getDevice().index() == stream.device_index())) {
+    if (g_event_record(*event, native_stream) == 0) return;
+    g_get_last_error();  // ours: the next kernel launch check must not report it as its own
+    throw std::runtime_error("cudaEventRecord failed");
+  }
   g_cuda->record(event, stream, stream.device_index(), c10::EventFlag::BACKEND_DEFAULT);
+}
+
+void record_on(void** event, const c10::Stream& stream) {
+  record_on(event, stream, g_cuda->getStreamNativeHandle(stream));
 }
 
 }  // namespace
@@ -89,6 +117,8 @@ const char* unavailable() {
     }
     g_is_capturing = reinterpret_cast<IsCapturing>(find_in_cudart("cudaStreamIsCapturing"));
     g_get_last_error = reinterpret_cast<GetLastError>(find_in_cudart("cudaGetLastError"));
+    // (without it every event goes through torch's record, and numba's ranges get none)
+    g_event_record = reinterpret_cast<EventRecord>(find_in_cudart("cudaEventRecord"));
     if (!g_is_capturing || !g_get_last_error) {
       g_why = "cudaStreamIsCapturing was not found in the CUDA runtime torch loaded";
       return g_why.c_str();
@@ -110,14 +140,15 @@ void record_start(Pools& pools, uint32_t& event, int8_t& device, int64_t& stream
       return;
     }
     c10::Stream on = g_cuda->getStream(current);
-    if (!may_record(on)) {
+    void* native_stream = g_cuda->getStreamNativeHandle(on);
+    if (!may_record_on(native_stream)) {
       flags |= kFlagCapturing;
       return;
     }
     Pool& pool = pools.device[current.index()];
     if (pool.used + 2 > pool.events.size())  // only while the pool grows (a first profile)
       pool.events.resize(std::max<size_t>(pool.events.size() * 2, 64), nullptr);
-    record_on(&pool.events[pool.used], on);
+    record_on(&pool.events[pool.used], on, native_stream, true);
     event = pool.used;
     pool.used += 2;
     device = static_cast<int8_t>(current.index());
@@ -130,11 +161,12 @@ void record_start(Pools& pools, uint32_t& event, int8_t& device, int64_t& stream
 void record_end(Pools& pools, uint32_t event, int8_t device, uint8_t& flags) {
   try {
     c10::Stream on = stream_of(device);
-    if (!may_record(on)) {
+    void* native_stream = g_cuda->getStreamNativeHandle(on);
+    if (!may_record_on(native_stream)) {
       flags |= kFlagCapturing;
       return;
     }
-    record_on(&pools.device[device].events[event + 1], on);
+    record_on(&pools.device[device].events[event + 1], on, native_stream);
     flags |= kFlagGpuEnd;
   } catch (...) {
     flags |= kFlagGpuError;
@@ -143,22 +175,18 @@ void record_end(Pools& pools, uint32_t event, int8_t device, uint8_t& flags) {
 
 namespace {
 
-using EventRecord = int (*)(void* event, void* stream);  // cudaEventRecord
-
 // The pool slot's event re-recorded on a raw stream of its device; created first (on torch's
 // current stream of that device, through `record` as every op's) where the slot has none, and
 // not while that stream captures a graph (the event would become a node of the user's graph).
 bool record_raw(void*& event, void* native_stream, int8_t device) {
-  static const auto event_record =
-      reinterpret_cast<EventRecord>(find_in_cudart("cudaEventRecord"));
-  if (!event_record) throw std::runtime_error("no cudaEventRecord in the CUDA runtime");
+  if (!g_event_record) throw std::runtime_error("no cudaEventRecord in the CUDA runtime");
   if (!may_record_on(native_stream)) return false;  // capturing a CUDA graph: no event
   if (!event) {
     c10::Stream current = stream_of(device);
     if (!may_record(current)) return false;
     record_on(&event, current);
   }
-  if (event_record(event, native_stream) != 0) {
+  if (g_event_record(event, native_stream) != 0) {
     g_get_last_error();
     throw std::runtime_error("cudaEventRecord failed");
   }
