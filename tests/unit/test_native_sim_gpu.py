@@ -146,9 +146,10 @@ result = dict(created=created, timed=timed, through_torch=through_torch, pooled=
     first, second, third = result["created"]
     assert first > 0 and second == third == first, "later profiles re-record the pool's events"
     # ... with cudaEventRecord: torch's record (device juggling per call) makes them, and then
-    # records only device 1's start and stop anchors (on a device that is not the current one)
+    # records only device 1's start and stop anchors (on a device that is not the current one;
+    # each recorded twice, gpu_events.cpp's record_anchor)
     assert result["through_torch"][0] >= 2 * result["timed"][0]
-    assert result["through_torch"][1] == result["through_torch"][2] == 2
+    assert result["through_torch"][1] == result["through_torch"][2] == 4
     assert result["big_timed"] == result["big_ops"] > KEPT_EVENTS // 2  # 2 events an op
     counts = result["counts"]
     assert counts["events_destroyed"] > 0 and counts["errors"] == 0
@@ -261,8 +262,11 @@ result = dict(rows=intervals(trace), counts=sim.counts())
     assert result["counts"]["errors"] == 0 and result["counts"]["raw_records"] >= 8
 
 
+ANCHOR_ERROR_NS = 5_000  # issue 19's target on a GPU
+
+
 def test_anchors_place_the_events_with_the_drift_measured_and_a_small_anchor_error():
-    result = run(INTERVALS + """
+    result = run(INTERVALS + f"""
 import time, torch
 from tests.native_sim.device import sim, record
 
@@ -279,9 +283,9 @@ sim.set_clock_rate(1, 1.001)  # device 1's clock 1000 ppm faster than device 0's
 for _ in range(3):
     records, trace = record(work)
     clocks = trace.meta["gpu_clock"]
-    # ~1-3 us here; a thread preempted between an anchor's clock read and its event (2 shared
+    # < 1 us here; a thread preempted between an anchor's clock read and its event (2 shared
     # cores) makes tens of us or more, and tilts the drift by that over the span: once more
-    if max(clock["anchor_error_ns"] for clock in clocks.values()) < 20_000:
+    if max(clock["anchor_error_ns"] for clock in clocks.values()) < {ANCHOR_ERROR_NS}:
         break
 result = dict(clocks=clocks, rows=intervals(trace), notes=trace.meta["notes"],
               anchor_devices=sorted(records.gpu.anchor_device.tolist()))
@@ -291,7 +295,7 @@ result = dict(clocks=clocks, rows=intervals(trace), notes=trace.meta["notes"],
     assert set(clocks) == {"0", "1"}
     for clock in clocks.values():
         assert clock["anchors"] == 2 and clock["untimed_events"] == 0
-        assert 0 <= clock["anchor_error_ns"] < 20_000, clock
+        assert 0 <= clock["anchor_error_ns"] < ANCHOR_ERROR_NS, clock
     # Each device's drift is against the CPU clock as torch's converter reads it (TSC to Unix
     # time, itself off by up to hundreds of ppm over a short profile, the same for both): the
     # difference is the devices' own.
