@@ -19,6 +19,7 @@ for _name in ("sim_events_created", "sim_events_destroyed", "sim_events_live", "
 _lib.sim_stream_handle.restype = ctypes.c_void_p
 _lib.sim_stream_handle.argtypes = [ctypes.c_int, ctypes.c_int]
 _lib.sim_set_clock_rate.argtypes = [ctypes.c_int, ctypes.c_double]
+_lib.sim_fail_records.argtypes = [ctypes.c_int64]
 
 
 class SimDevice:
@@ -47,6 +48,10 @@ class SimDevice:
     def set_clock_rate(self, device: int, rate: float) -> None:
         """The device's clock runs ``rate`` times as fast as the CPU's (1.001: +1000 ppm)."""
         assert _lib.sim_set_clock_rate(device, rate) == 0
+
+    def fail_records(self, count: int) -> None:
+        """The next ``count`` event records fail (cudaErrorLaunchFailure), as on a sick device."""
+        _lib.sim_fail_records(count)
 
     def last_error(self) -> int:
         """cudaPeekAtLastError on this thread: what a user's next launch check would report."""

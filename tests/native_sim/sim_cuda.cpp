@@ -32,7 +32,7 @@ constexpr int kDevices = 2;
 constexpr int kStreams = 8;  // per device; id 0 is the default stream (native handle: null)
 // cudaError_t values this file returns
 constexpr int kSuccess = 0, kInvalidValue = 1, kInvalidDevice = 101,
-              kInvalidResourceHandle = 400, kCaptureImplicit = 906;
+              kInvalidResourceHandle = 400, kLaunchFailure = 719, kCaptureImplicit = 906;
 
 struct SimStream {
   int device;
@@ -52,7 +52,7 @@ struct SimEvent {
 std::mutex g_mutex;  // the live events (cost does not matter here, every misuse is caught)
 std::unordered_set<SimEvent*> g_live;
 std::atomic<int64_t> g_created{0}, g_destroyed{0}, g_errors{0}, g_torch_records{0},
-    g_raw_records{0}, g_device_calls{0}, g_captured_records{0};
+    g_raw_records{0}, g_device_calls{0}, g_captured_records{0}, g_records_to_fail{0};
 std::atomic<double> g_rate[kDevices] = {{1.0}, {1.0}};  // each GPU clock's rate (drift)
 const auto g_origin = std::chrono::steady_clock::now();
 
@@ -102,6 +102,7 @@ int record_event(SimEvent* event, void* handle) {
   if (reinterpret_cast<uintptr_t>(handle) <= 1 && device_captures(stream->device))
     return fail(kCaptureImplicit);  // the legacy stream while another captures (global mode)
   if (event->device != stream->device) return fail(kInvalidResourceHandle);
+  if (g_records_to_fail.load() > 0 && g_records_to_fail-- > 0) return fail(kLaunchFailure);
   event->recorded = true;
   event->captured = stream->capturing.load();  // a node in the user's graph
   g_captured_records += event->captured;
@@ -206,7 +207,8 @@ struct SimGuardImpl final : c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     check_device(device_index);
   }
-  double elapsedTime(void* first, void* second, const c10::DeviceIndex device_index) const override {
+  double elapsedTime(void* first, void* second,
+                     const c10::DeviceIndex device_index) const override {
     TORCH_CHECK(first && second, "Both events must be recorded before calculating elapsed time.");
     check_device(device_index);
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -268,6 +270,9 @@ SIM_API int sim_set_stream(int device, int id) {  // the calling thread's curren
   if (device < 0 || device >= kDevices || id < 0 || id >= kStreams) return fail(kInvalidValue);
   tl_stream[device] = id;
   return kSuccess;
+}
+SIM_API void sim_fail_records(int64_t count) {  // the next `count` event records fail
+  g_records_to_fail.store(count);
 }
 SIM_API void* sim_stream_handle(int device, int id) {  // a raw cudaStream_t (0: the default)
   if (device < 0 || device >= kDevices || id <= 0 || id >= kStreams) return nullptr;

@@ -339,3 +339,34 @@ result = dict(rows=intervals(trace), ops=len(trace), meta={key: trace.meta[key] 
     assert_inside_cpu_intervals(rows)
     assert result["created"][0] == result["created"][1], "the second profile made no event"
     assert result["counts"]["errors"] == 0
+
+
+def test_an_op_whose_event_failed_or_was_captured_is_noted_once_for_that_reason():
+    result = run("""
+import torch
+from tests.native_sim.device import sim, record
+
+def work():
+    x = torch.ones(4)
+    with torch.autograd.profiler.record_function("end_fails"):
+        sim.fail_records(1)          # its end event: cudaErrorLaunchFailure
+    with torch.autograd.profiler.record_function("capture_begins"):
+        sim.lib.sim_set_capturing(0, 0, 1)  # its end falls in a capture of its stream
+    sim.lib.sim_set_capturing(0, 0, 0)
+    x.add(1)
+
+found = []
+for _ in range(2):                   # through torch's record, then cudaEventRecord
+    records, trace = record(work)
+    found.append(dict(notes=trace.meta["notes"], untimed=sorted(
+        set(trace.names[i] for i in trace.name_id.tolist()) - set(
+            trace.names[trace.name_id[op]] for op in trace.gpu_launch.tolist()))))
+result = dict(found=found, last_error=sim.last_error(), counts=sim.counts())
+""")
+    for found in result["found"]:
+        assert found["untimed"] == ["capture_begins", "end_fails"]
+        assert sorted(found["notes"]) == sorted([
+            "1 ops ran while their stream captured a CUDA graph: no CUDA event was recorded for "
+            "them (none can be timed there).",
+            "1 ops' CUDA events could not be recorded: no GPU interval."]), found["notes"]
+    assert result["last_error"] == 0 and result["counts"]["captured_records"] == 0

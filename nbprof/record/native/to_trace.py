@@ -128,8 +128,11 @@ def _gpu_intervals(records: NativeRecords, keep: np.ndarray, base_time_ns: int, 
     rows = np.flatnonzero(timed & ~negative)
     if clocks:
         meta["gpu_clock"] = clocks
+    # an op whose end event was not recorded (a capture began, or CUDA refused it) is noted
+    # for that, below, not as one torch could not time
+    unrecorded = (records.flags & (FLAG_CAPTURING | FLAG_GPU_ERROR)) != 0
     counts = {"async": int(crossed.sum()), "no_anchor": int((candidate & ~anchored).sum()),
-              "no_event": int((candidate & anchored & ~timed).sum()),
+              "no_event": int((candidate & anchored & ~timed & ~unrecorded).sum()),
               "negative": int(negative.sum())}
     notes = gpu_interval_notes(clocks, 0, counts)
     captured = int((keep & ((records.flags & FLAG_CAPTURING) != 0)).sum())
