@@ -128,9 +128,10 @@ def _gpu_intervals(records: NativeRecords, keep: np.ndarray, base_time_ns: int, 
     rows = np.flatnonzero(timed & ~negative)
     if clocks:
         meta["gpu_clock"] = clocks
-    # an op whose end event was not recorded (a capture began, or CUDA refused it) is noted
-    # for that, below, not as one torch could not time
-    unrecorded = (records.flags & (FLAG_CAPTURING | FLAG_GPU_ERROR)) != 0
+    # an op whose end event was never recorded (still open at the stop, a capture began inside
+    # it, CUDA refused it) is noted for that reason, not as one torch could not time
+    unrecorded = ((records.flags & FLAG_ENDED) == 0) | (
+        (records.flags & (FLAG_CAPTURING | FLAG_GPU_ERROR)) != 0)
     counts = {"async": int(crossed.sum()), "no_anchor": int((candidate & ~anchored).sum()),
               "no_event": int((candidate & anchored & ~timed & ~unrecorded).sum()),
               "negative": int(negative.sum())}
