@@ -374,3 +374,41 @@ result = dict(found=found, last_error=sim.last_error(), counts=sim.counts())
             "1 ops' CUDA events could not be recorded: no GPU interval.",
             "1 ops had not ended when profiling stopped: shown with no length."]), found["notes"]
     assert result["last_error"] == 0 and result["counts"]["captured_records"] == 0
+
+
+def test_a_cuda_failure_at_start_or_stop_says_so_in_one_line_and_the_next_profile_records():
+    result = run(INTERVALS + """
+import torch
+from tests.native_sim.device import sim, record
+
+def work():
+    x = torch.ones(4)
+    x.add(1)
+
+sim.fail_records(1)                  # the first start anchor's event
+try:
+    record(work)
+    start_error = None
+except RuntimeError as error:
+    start_error = str(error)
+after_start = intervals(record(work)[1])
+
+def work_then_sick_device():
+    work()
+    sim.fail_records(100)            # the stop's anchors
+
+records, trace = record(work_then_sick_device, anchor_devices=())
+sim.fail_records(0)
+result = dict(start_error=start_error, after_start=after_start, stop_notes=trace.meta["notes"],
+              stop_ops=len(trace), after_stop=intervals(record(work)[1]),
+              last_error=sim.last_error())
+""")
+    error = result["start_error"]
+    assert error and "could not start" in error and "719" in error
+    assert "\n" not in error and "frame #" not in error, error  # not torch's C++ backtrace
+    assert result["stop_ops"] > 0  # the CPU records stand
+    (note,) = result["stop_notes"]
+    assert note.startswith("No GPU time was placed: ") and "\n" not in note
+    for rows in (result["after_start"], result["after_stop"]):
+        assert len(rows) >= 5 and {row["name"] for row in rows} >= {"aten::ones", "aten::add"}
+    assert result["last_error"] == 0

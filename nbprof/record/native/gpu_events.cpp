@@ -10,6 +10,7 @@
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
 
 #include <dlfcn.h>
 
@@ -125,6 +126,9 @@ const char* unavailable() {
     }
     g_cuda = cuda;
     return nullptr;
+  } catch (const c10::Error& error) {  // torch's: its message, not its C++ backtrace
+    g_why = std::string("CUDA could not be queried: ") + error.what_without_backtrace();
+    return g_why.c_str();
   } catch (const std::exception& error) {
     g_why = std::string("CUDA could not be queried: ") + error.what();
     return g_why.c_str();

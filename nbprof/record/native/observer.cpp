@@ -8,6 +8,7 @@
 // cost ~30 ns/op in page faults) and are trimmed after each read.
 #include <ATen/record_function.h>
 #include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
 
 #include <pthread.h>
 #include <linux/membarrier.h>
@@ -409,6 +410,8 @@ int guarded(F body) {
   try {
     body();
     return 0;
+  } catch (const c10::Error& error) {  // torch's (a CUDA call it checks): not its C++ backtrace
+    g_error = error.what_without_backtrace();
   } catch (const std::exception& error) {
     g_error = error.what();
   } catch (...) {

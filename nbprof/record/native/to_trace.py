@@ -135,7 +135,8 @@ def _gpu_intervals(records: NativeRecords, keep: np.ndarray, base_time_ns: int, 
     counts = {"async": int(crossed.sum()), "no_anchor": int((candidate & ~anchored).sum()),
               "no_event": int((candidate & anchored & ~timed & ~unrecorded).sum()),
               "negative": int(negative.sum())}
-    notes = gpu_interval_notes(clocks, 0, counts)
+    # where no time was placed at all, its one reason says it (every op lacks its anchor)
+    notes = [] if gpu.error else gpu_interval_notes(clocks, 0, counts)
     captured = int((keep & ((records.flags & FLAG_CAPTURING) != 0)).sum())
     if captured:
         notes.append(f"{captured} ops ran while their stream captured a CUDA graph: no CUDA "
