@@ -57,7 +57,8 @@ from nbprof.model import KIND_KERNEL  # noqa: E402
 from nbprof.record import native  # noqa: E402
 from bench import bench_record  # noqa: E402
 from bench.bench_record import (ADD_OPS, add_loop, in_loop_overhead, mlp_loop,  # noqa: E402
-                                overhead_rounds)
+                                mm_agreement, overhead_rounds)
+from bench.figures import figure  # noqa: E402
 from kernels.train_mlp import make_model  # noqa: E402
 
 
@@ -301,6 +302,12 @@ def gpu_rows(rounds: int, iterations: int = 5_000) -> None:
           f"the other way, + Kineto's CPU side: "
           f"{per['native events + Kineto CPU+CUDA'] / peer:.2f}x); "
           f"nbprof today = {per['nbprof today (legacy events + Kineto)'] / peer:.2f}x")
+    figure("native CUDA events (no CUPTI) / torch.profiler CPU+CUDA, per op",
+           per["native events"] / peer, 0.5)
+    figure("native events + CUPTI kernels / torch.profiler CPU+CUDA, per op",
+           per["native events + CUPTI"] / peer, 1.0)
+    figure("nbprof's legacy path (events + Kineto) / torch.profiler CPU+CUDA, per op",
+           per["nbprof today (legacy events + Kineto)"] / peer)
     with nbprof.profile(recorder="native", kernels=True) as prof:
         workload()
         leave = time.perf_counter()
@@ -311,6 +318,7 @@ def gpu_rows(rounds: int, iterations: int = 5_000) -> None:
           f"{trace.meta.get('own_cuda_calls')}")
     print(f"CUDA events in the pools: {library.created_events()} "
           f"({library.created_events() - created_before} created by {rounds + 1} rounds)")
+    mm_agreement("native", target_percent=2.0)
 
 
 def kernel_links(rounds: int) -> None:
@@ -367,6 +375,12 @@ def main() -> None:
     parser.add_argument("--with-stack", action="store_true", help="only the with_stack rows")
     options = parser.parse_args()
     if options.gpu:
+        if not torch.cuda.is_available():
+            raise SystemExit("bench_native --gpu: no CUDA device here (torch.cuda.is_available() "
+                             "is False): run it on a GPU machine (bench/gpu_check.sh)")
+        if native.load() is None:
+            raise SystemExit(f"bench_native --gpu: the native recorder is not available here: "
+                             f"{native.why_not()}")
         gpu_rows(options.rounds)
         return
     if options.kernel_links:

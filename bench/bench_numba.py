@@ -56,6 +56,7 @@ import numpy as np  # noqa: E402
 from numba import cuda  # noqa: E402
 
 import nbprof  # noqa: E402
+from bench.figures import figure  # noqa: E402
 from kernels.numba_kernels import SIMULATOR, saxpy  # noqa: E402
 from nbprof.record.numba_launches import NumbaLaunchRecorder  # noqa: E402
 
@@ -285,6 +286,9 @@ def main() -> None:
                    "native": "its range" + (", CUDA events" if not SIMULATOR else "")}[name]
             print(f"   recorder={name:6s} ({how}) added {(profiled - plain) * 1e6:+8.2f} us per "
                   f"launch ({profiled / plain:.3f}x)   target: <= +3 us on a GPU")
+            if not SIMULATOR:
+                figure(f"numba launch, {where} thread, recorder={name}: added per launch",
+                       (profiled - plain) * 1e6, 3.0, " us")
     if options.split and not SIMULATOR:
         for where in places:
             parts = split(launches, options.rounds, where)

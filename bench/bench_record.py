@@ -25,6 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import nbprof  # noqa: E402
+from bench.figures import figure  # noqa: E402
 from kernels.train_mlp import make_model  # noqa: E402
 
 ADD_OPS = 20_000
@@ -302,6 +303,10 @@ def gpu_figures(rounds: int) -> None:
           f"{per_op['nbprof'] / per_op['torch.profiler']:.2f}x (target <= 1.2x); nbprof events "
           f"only +{per_op['nbprof events only']:.2f} us/op (target <= the seed's ~4 us/op); the "
           f"seed's legacy profiler alone here +{per_op['legacy profiler alone']:.2f} us/op")
+    figure("nbprof.profile() (auto) events + CUPTI / torch.profiler CPU+CUDA, per op (issue 8)",
+           per_op["nbprof"] / per_op["torch.profiler"], 1.2)
+    figure("nbprof.profile() (auto) events only, added per op (issue 8)",
+           per_op["nbprof events only"], 4.0, " us")
 
     with torch_cuda_profiler() as torch_prof:
         cuda_adds()
@@ -317,7 +322,16 @@ def gpu_figures(rounds: int) -> None:
           f"s; nbprof {len(prof.trace)} events, {len(prof.trace.kernels)} GPU intervals in "
           f"{ours_seconds:.2f} s -> {torch_seconds / ours_seconds:.1f}x; "
           f"meta overhead: {prof.trace.meta.get('overhead')}")
+    figure(f"GPU exit to summary, {ADD_OPS} ops: torch.profiler / nbprof (auto)",
+           torch_seconds / ours_seconds, unit="x", digits=1)
+    mm_agreement("auto", target_percent=5.0)
 
+
+def mm_agreement(recorder: str, target_percent: float) -> None:
+    """20 queued 2048x2048 mm under ``nbprof.profile(recorder=...)`` (kernels=None: CUPTI where
+    torch has it): the event intervals' total against a torch.cuda.Event pair around each mm,
+    each op's event interval against its kernels (those after the first: it starts on an idle
+    GPU, its events also hold its launch), and the GPU clock's anchor error."""
     a, b = torch.randn(2048, 2048, device="cuda"), torch.randn(2048, 2048, device="cuda")
     # Warm first: the first run of 2026-12-04 timed the reference on a GPU still raising its
     # clocks (13.6 ms for what took 7.2 ms a moment later). The reference brackets each mm with
@@ -334,21 +348,25 @@ def gpu_figures(rounds: int) -> None:
         torch.relu(a)
     torch.cuda.synchronize()
     reference_us = sum(start.elapsed_time(end) for start, end in pairs) * 1000
-    with nbprof.profile() as prof:
+    with nbprof.profile(recorder=recorder) as prof:
         for _ in range(20):
             torch.relu(torch.mm(a, b))
         torch.cuda.synchronize()
     trace = prof.trace
+    label = f"recorder={recorder} ({trace.meta.get('recorder')})"
     events_us = sum(trace.kernel(row).interval.elapsed_us() for row in range(len(trace.kernels))
                     if trace.kernel(row).kind == "op" and trace.kernel(row).name == "aten::mm")
-    print(f"GPU time of 20 2048x2048 mm (each beside a relu): nbprof events {events_us:.0f} us "
-          f"/ a torch.cuda.Event pair around each {reference_us:.0f} us = "
+    print(f"GPU time of 20 2048x2048 mm (each beside a relu), {label}: nbprof events "
+          f"{events_us:.0f} us / a torch.cuda.Event pair around each {reference_us:.0f} us = "
           f"{events_us / reference_us:.3f}")
     for device, clock in (trace.meta.get("gpu_clock") or {}).items():
-        print(f"GPU {device} clock: anchor error {clock['anchor_error_ns'] / 1000:.2f} us "
+        print(f"GPU {device} clock, {label}: anchor error {clock['anchor_error_ns'] / 1000:.2f} us "
               f"(target <= 5 us), drift {clock['drift_ppm']} ppm, {clock['anchors']} anchors")
+        figure(f"{label}: GPU {device} anchor error", clock["anchor_error_ns"] / 1000, 5.0, " us")
     if not trace.meta.get("kernels"):
         print("event vs CUPTI: no kernels recorded here:", " ".join(trace.meta["notes"]))
+        figure(f"{label}: event vs CUPTI, queued mm >= 50 us, worst |events/kernels - 1|",
+               float("nan"), target_percent, "%")
         return
     from nbprof.analysis.gpu_agreement import gpu_agreement
     from nbprof.analysis.tables import records
@@ -357,11 +375,12 @@ def gpu_figures(rounds: int) -> None:
             if row["kernels_us"] >= 50]
     # the block's first mm starts on an idle GPU: its events also hold its own launch
     worst = max(abs(row["ratio"] - 1) for row in rows[1:]) if len(rows) > 1 else float("nan")
-    print(f"event vs CUPTI, {len(rows)} ops with >= 50 us of kernels: the first (idle GPU, its "
-          f"launch inside its events) {rows[0]['ratio'] if rows else float('nan'):.2f}x; the "
-          f"rest, worst |events/kernels - 1| = {worst * 100:.2f}% (target <= 5%); per op: "
-          f"{[round(row['ratio'], 4) for row in rows]}")
-
+    print(f"event vs CUPTI, {label}, {len(rows)} ops with >= 50 us of kernels: the first (idle "
+          f"GPU, its launch inside its events) {rows[0]['ratio'] if rows else float('nan'):.2f}x; "
+          f"the rest, worst |events/kernels - 1| = {worst * 100:.2f}% (target <= "
+          f"{target_percent}%); per op: {[round(row['ratio'], 4) for row in rows]}")
+    figure(f"{label}: event vs CUPTI, queued mm >= 50 us, worst |events/kernels - 1|",
+           worst * 100, target_percent, "%")
 
 if __name__ == "__main__":
     sys.exit(main())

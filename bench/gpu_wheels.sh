@@ -5,7 +5,10 @@
 # each one's own needs are listed too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo /.whl/ >> .git/info/exclude
+# .whl/ is in .gitignore (the device tool carries ignored paths named in `carry` only); no
+# write to .git/info/exclude, which in a git worktree is no folder (.git is a file there)
+mkdir -p .whl
+git check-ignore -q .whl || { echo ".whl is not git-ignored: add /.whl/ to .gitignore" >&2; exit 1; }
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \

@@ -74,8 +74,12 @@ def test_the_native_gpu_path_records_every_threads_cuda_allocations():
     check_levels(trace, torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated())
     lane = [t.name for t in trace.threads].index("cuda worker")
     mine = (trace.memory.thread == lane) & (trace.memory.device >= 0)
-    assert trace.memory.bytes[mine].tolist() == [4 << 20]
-    del kept, made
+    # the allocator reports the block it hands out: a cached block up to 1 MiB larger than
+    # asked is handed out whole (it splits only a remainder over 1 MiB)
+    [allocated] = trace.memory.bytes[mine].tolist()
+    assert 4 << 20 <= allocated < (4 << 20) + (1 << 20)
+    del kept
+    made.clear()
 
 
 def test_a_kineto_file_with_cuda_memory_loads_the_allocators_levels(tmp_path):

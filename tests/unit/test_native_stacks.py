@@ -45,7 +45,9 @@ def workload(recorder: str):
     """f -> g -> ops on the main thread, a call inside a record_function range, a worker that
     was waiting before the block, and (inside the block) a thread started there."""
     go, done = threading.Event(), threading.Event()
-    waiting = threading.Thread(target=worker_loop, args=(go, done), name="waiting-worker")
+    # a daemon: a profile that fails to start (go never set) must not hang the test process
+    waiting = threading.Thread(target=worker_loop, args=(go, done), name="waiting-worker",
+                               daemon=True)
     waiting.start()
     with nbprof.profile(cuda=False, with_stack=True, recorder=recorder) as prof:
         outer(torch.ones(4))
@@ -87,8 +89,27 @@ def traces():
     return workload("torch"), workload("native")
 
 
+def torchs_path_records_frames(torch_trace=None) -> bool:
+    """Whether torch's path (``recorder="torch"``) records Python frames with with_stack here:
+    torch 2.11.0+cu130's profiler gives none (no python_function event, empty stacks; seen on a
+    CPU machine, Python 3.12), so there is nothing to compare the native stacks against."""
+    if torch_trace is None:
+        with nbprof.profile(cuda=False, with_stack=True, recorder="torch") as prof:
+            outer(torch.ones(1))
+        torch_trace = prof.trace
+    return "python_function" in torch_trace.categories and bool(
+        (torch_trace.category == torch_trace.categories.index("python_function")).any())
+
+
+def require_torchs_frames(torch_trace=None):
+    if not torchs_path_records_frames(torch_trace):
+        pytest.skip(f"torch {torch.__version__}'s profiler recorded no Python frame with "
+                    "with_stack here: no reference to compare the native stacks with")
+
+
 def test_each_ops_stack_names_the_functions_files_and_lines_as_torchs_path(traces):
     torch_trace, native_trace = traces
+    require_torchs_frames(torch_trace)
     assert native_trace.meta["recorder"] == "native" and torch_trace.meta["recorder"] == "torch"
     assert not [note for note in native_trace.meta["notes"] if "with_stack" in note]
     g, f, r = (f"{HERE}({line_of(fn)}): {fn.__name__}" for fn in (inner, outer, in_range))
@@ -132,6 +153,7 @@ def test_a_thread_started_inside_the_block_has_its_own_stacks(traces):
 def test_chrome_export_carries_the_stacks_as_torchs_path_does(traces, tmp_path):
     import json
 
+    require_torchs_frames(traces[0])
     exported = {}
     for trace in traces:
         path = export_chrome_trace(trace, tmp_path / f"{trace.meta['recorder']}.json")
@@ -187,7 +209,8 @@ def test_without_python_headers_with_stack_goes_through_torch_and_says_what_to_i
     with nbprof.profile(cuda=False, with_stack=True) as prof:
         outer(torch.ones(2))
     meta = prof.trace.meta
-    assert meta["recorder"] == "torch" and prof.trace.stacks
+    assert meta["recorder"] == "torch"
+    assert prof.trace.stacks or not torchs_path_records_frames(prof.trace)
     [note] = [note for note in meta["notes"] if "with_stack" in note]
     assert "-dev" in note and "Python.h" in note
     with pytest.raises(RuntimeError, match="-dev"):
@@ -269,6 +292,7 @@ def test_a_generator_resumed_is_named_by_the_line_it_resumes_at_as_on_torchs_pat
         return [entry for entry in op_stacks(prof.trace, "MainThread")
                 if entry[0] in ("aten::add", "aten::mul")]
 
+    require_torchs_frames()
     line = line_of(generator)
     native_ops = ops_in_generator("native")
     assert native_ops == ops_in_generator("torch")
@@ -298,6 +322,7 @@ def test_a_models_ops_have_torchs_stacks_with_its_modules_named_as_torch_names_t
                        if not frame.startswith("<built-in")))
                 for row in range(len(trace)) if trace.category[row] != python]
 
+    require_torchs_frames()
     native_ops = ops("native")
     assert native_ops == ops("torch")
     linear = [stack for _, name, stack in native_ops if name == "aten::linear"]
