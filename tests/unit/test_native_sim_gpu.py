@@ -412,3 +412,27 @@ result = dict(start_error=start_error, after_start=after_start, stop_notes=trace
     for rows in (result["after_start"], result["after_stop"]):
         assert len(rows) >= 5 and {row["name"] for row in rows} >= {"aten::ones", "aten::add"}
     assert result["last_error"] == 0
+
+
+def test_nbprof_profile_whose_native_gpu_start_fails_says_why_and_the_next_records():
+    result = run("""
+import torch, nbprof
+import nbprof.record.profiler as profiler
+from tests.native_sim.device import sim
+
+torch.cuda.is_available = lambda: True
+profiler.cuda_devices_in_use = lambda: [0]  # device 0 has a context: anchored at the start
+sim.fail_records(1)                          # ... and its anchor's event fails
+try:
+    with nbprof.profile(recorder="native", cuda=True):
+        torch.ones(3)
+    error = None
+except RuntimeError as failed:
+    error = str(failed)
+with nbprof.profile(recorder="native", cuda=True) as prof:
+    torch.ones(3).add(1)
+result = dict(error=error, ops=len(prof.trace), timed=len(prof.trace.gpu_launch))
+""")
+    assert result["error"].startswith("nbprof's native observer could not start: CUDA error 719")
+    assert "torch's profiler" not in result["error"] and "another profiler" not in result["error"]
+    assert result["ops"] == result["timed"] > 0
