@@ -193,7 +193,9 @@ class profile:  # noqa: N801  (a context manager named like torch's)
                     self._block_start_ns = time.perf_counter_ns()
             except BaseException as error:
                 self._abandon_start(recording)
-                if isinstance(error, RuntimeError):
+                # (the native recorder's own error says what failed: no torch profiler there)
+                if isinstance(error, RuntimeError) and not isinstance(self._recorder,
+                                                                      NativeRecorder):
                     raise RuntimeError(
                         f"torch's profiler could not start: {error}. Is another profiler "
                         "(torch.profiler, on another thread) active?") from error

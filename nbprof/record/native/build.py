@@ -184,14 +184,18 @@ _THIS_PYTHON = object()
 
 
 def compile_command(torch_path: Path, output: Path, python_headers=_THIS_PYTHON,
-                    which: str = FAST) -> list[str]:
+                    which: str = FAST, sources=None) -> list[str]:
+    """The compiler call that builds ``output``; ``sources``: other .cpp files than the
+    observer's, built the same way against the same torch (tests' simulated CUDA device)."""
     include, lib = torch_path / "include", torch_path / "lib"
+    if sources is None:
+        sources = [HERE / s for s in SOURCES if s.endswith(".cpp")]
     python = python_include() if python_headers is _THIS_PYTHON else python_headers
     python_flags = ["-DNBP_PYTHON", "-isystem", str(python)] if python else []
     return [*compiler(), *FLAGS, *VARIANT_FLAGS[which],
             f"-D_GLIBCXX_USE_CXX11_ABI={cxx11_abi(torch_path)}",
             "-isystem", str(include), *python_flags,
-            *(str(HERE / s) for s in SOURCES if s.endswith(".cpp")),
+            *(str(source) for source in sources),
             "-L", str(lib), "-lc10", "-ltorch_cpu", "-ldl",  # dlsym: gpu_events.cpp
             f"-Wl,-rpath,{lib}", "-o", str(output)]
 

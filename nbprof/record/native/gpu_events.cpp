@@ -1,14 +1,16 @@
-// See gpu_events.h. Everything CUDA goes through c10::impl::getDeviceGuardImpl(CUDA) (record,
-// elapsedTime, synchronizeDevice, destroyEvent): its interface is in c10's headers on every torch
-// build. The one call it lacks on torch 2.11 (isStreamCapturing, added in 2.13, and in the middle
-// of the vtable: this .so is built per torch) is cudaStreamIsCapturing, looked up in the CUDA
-// runtime torch already loaded. Why each choice: shared/RECORDER.md.
+// See gpu_events.h. CUDA goes through c10::impl::getDeviceGuardImpl(CUDA) (record to make an
+// event, elapsedTime, synchronizeDevice, destroyEvent): its interface is in c10's headers on every
+// torch build. The one call it lacks on torch 2.11 (isStreamCapturing, added in 2.13, and in the
+// middle of the vtable: this .so is built per torch) is cudaStreamIsCapturing, looked up in the
+// CUDA runtime torch already loaded, as is cudaEventRecord, which re-records the pools' events
+// without torch's per-call device juggling. Why each choice: shared/RECORDER.md.
 #include "gpu_events.h"
 
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
 
 #include <dlfcn.h>
 
@@ -27,15 +29,18 @@ namespace {
 
 using IsCapturing = int (*)(void* stream, int* status);  // cudaError_t, cudaStreamCaptureStatus
 using GetLastError = int (*)();
+using EventRecord = int (*)(void* event, void* stream);  // cudaEventRecord
 IsCapturing g_is_capturing = nullptr;
 GetLastError g_get_last_error = nullptr;
+EventRecord g_event_record = nullptr;
 const c10::impl::DeviceGuardImplInterface* g_cuda = nullptr;
 std::string g_why;
 void* g_anchor[kMaxDevices][2] = {};  // per device: start and stop anchors, re-recorded too
 int64_t g_anchor_cpu[kMaxDevices][2] = {};
 uint64_t g_start_anchored = 0;
 
-// A function of the CUDA runtime torch loaded (cudaStreamIsCapturing, cudaGetLastError)
+// A function of the CUDA runtime torch loaded (cudaStreamIsCapturing, cudaGetLastError,
+// cudaEventRecord)
 void* find_in_cudart(const char* symbol) {
   if (void* found = dlsym(RTLD_DEFAULT, symbol)) return found;
   // torch loads its CUDA runtime privately (RTLD_LOCAL): find it by soname, never load one
@@ -54,19 +59,47 @@ c10::Stream stream_of(int8_t device) {
   return g_cuda->getStream(c10::Device(c10::DeviceType::CUDA, device));
 }
 
-// false while the stream captures a CUDA graph (or its state cannot be read: e.g. the legacy
-// default stream while another stream captures): no event then
-bool may_record(const c10::Stream& stream) {
+// false while the stream (a raw cudaStream_t) captures a CUDA graph, or its state cannot be
+// read (e.g. the legacy default stream while another stream captures): no event then
+bool may_record_on(void* native_stream) {
   int status = 0;
-  if (g_is_capturing(g_cuda->getStreamNativeHandle(stream), &status) != 0) {
+  if (g_is_capturing(native_stream, &status) != 0) {
     g_get_last_error();  // ours: the next kernel launch check must not report it as its own
     return false;
   }
   return status == 0;
 }
 
-void record_on(void** event, const c10::Stream& stream) {
+bool may_record(const c10::Stream& stream) {
+  return may_record_on(g_cuda->getStreamNativeHandle(stream));
+}
+
+// null (torch's default stream), cudaStreamLegacy and cudaStreamPerThread name a stream of
+// whichever device is current when they are used
+bool device_relative(void* native_stream) {
+  return reinterpret_cast<uintptr_t>(native_stream) <= 2;
+}
+
+// An event on `stream` (`native_stream`: its handle). One the pool made already (every op's
+// after the pool's first profile) goes straight to cudaEventRecord: torch's record gets and
+// sets the current device around it (~3 cudaGetDevice per call) and checks its GPU trace. A
+// device-relative handle needs its device current: `on_current_device` where the caller knows,
+// else one getDevice; where it is not, and for an event not made yet, torch's record (which
+// makes it, on the stream's device).
+void record_on(void** event, const c10::Stream& stream, void* native_stream,
+               bool on_current_device = false) {
+  if (*event && g_event_record &&
+      (!device_relative(native_stream) || on_current_device ||
+       g_cuda->getDevice().index() == stream.device_index())) {
+    if (g_event_record(*event, native_stream) == 0) return;
+    g_get_last_error();  // ours: the next kernel launch check must not report it as its own
+    throw std::runtime_error("cudaEventRecord failed");
+  }
   g_cuda->record(event, stream, stream.device_index(), c10::EventFlag::BACKEND_DEFAULT);
+}
+
+void record_on(void** event, const c10::Stream& stream) {
+  record_on(event, stream, g_cuda->getStreamNativeHandle(stream));
 }
 
 }  // namespace
@@ -85,12 +118,17 @@ const char* unavailable() {
     }
     g_is_capturing = reinterpret_cast<IsCapturing>(find_in_cudart("cudaStreamIsCapturing"));
     g_get_last_error = reinterpret_cast<GetLastError>(find_in_cudart("cudaGetLastError"));
+    // (without it every event goes through torch's record, and numba's ranges get none)
+    g_event_record = reinterpret_cast<EventRecord>(find_in_cudart("cudaEventRecord"));
     if (!g_is_capturing || !g_get_last_error) {
       g_why = "cudaStreamIsCapturing was not found in the CUDA runtime torch loaded";
       return g_why.c_str();
     }
     g_cuda = cuda;
     return nullptr;
+  } catch (const c10::Error& error) {  // torch's: its message, not its C++ backtrace
+    g_why = std::string("CUDA could not be queried: ") + error.what_without_backtrace();
+    return g_why.c_str();
   } catch (const std::exception& error) {
     g_why = std::string("CUDA could not be queried: ") + error.what();
     return g_why.c_str();
@@ -106,14 +144,15 @@ void record_start(Pools& pools, uint32_t& event, int8_t& device, int64_t& stream
       return;
     }
     c10::Stream on = g_cuda->getStream(current);
-    if (!may_record(on)) {
+    void* native_stream = g_cuda->getStreamNativeHandle(on);
+    if (!may_record_on(native_stream)) {
       flags |= kFlagCapturing;
       return;
     }
     Pool& pool = pools.device[current.index()];
     if (pool.used + 2 > pool.events.size())  // only while the pool grows (a first profile)
       pool.events.resize(std::max<size_t>(pool.events.size() * 2, 64), nullptr);
-    record_on(&pool.events[pool.used], on);
+    record_on(&pool.events[pool.used], on, native_stream, true);
     event = pool.used;
     pool.used += 2;
     device = static_cast<int8_t>(current.index());
@@ -126,11 +165,12 @@ void record_start(Pools& pools, uint32_t& event, int8_t& device, int64_t& stream
 void record_end(Pools& pools, uint32_t event, int8_t device, uint8_t& flags) {
   try {
     c10::Stream on = stream_of(device);
-    if (!may_record(on)) {
+    void* native_stream = g_cuda->getStreamNativeHandle(on);
+    if (!may_record_on(native_stream)) {
       flags |= kFlagCapturing;
       return;
     }
-    record_on(&pools.device[device].events[event + 1], on);
+    record_on(&pools.device[device].events[event + 1], on, native_stream);
     flags |= kFlagGpuEnd;
   } catch (...) {
     flags |= kFlagGpuError;
@@ -139,21 +179,18 @@ void record_end(Pools& pools, uint32_t event, int8_t device, uint8_t& flags) {
 
 namespace {
 
-using EventRecord = int (*)(void* event, void* stream);  // cudaEventRecord
-
 // The pool slot's event re-recorded on a raw stream of its device; created first (on torch's
-// current stream of that device, through `record` as every op's) where the slot has none.
+// current stream of that device, through `record` as every op's) where the slot has none, and
+// not while that stream captures a graph (the event would become a node of the user's graph).
 bool record_raw(void*& event, void* native_stream, int8_t device) {
-  static const auto event_record =
-      reinterpret_cast<EventRecord>(find_in_cudart("cudaEventRecord"));
-  int status = 0;
-  if (!event_record || g_is_capturing(native_stream, &status) != 0) {
-    if (event_record) g_get_last_error();  // ours, not the next launch check's
-    throw std::runtime_error("no cudaEventRecord, or the stream's state cannot be read");
+  if (!g_event_record) throw std::runtime_error("no cudaEventRecord in the CUDA runtime");
+  if (!may_record_on(native_stream)) return false;  // capturing a CUDA graph: no event
+  if (!event) {
+    c10::Stream current = stream_of(device);
+    if (!may_record(current)) return false;
+    record_on(&event, current);
   }
-  if (status != 0) return false;  // capturing a CUDA graph: no event
-  if (!event) record_on(&event, stream_of(device));
-  if (event_record(event, native_stream) != 0) {
+  if (g_event_record(event, native_stream) != 0) {
     g_get_last_error();
     throw std::runtime_error("cudaEventRecord failed");
   }
@@ -208,8 +245,13 @@ void record_end_on(Pools& pools, void* native_stream, uint32_t event, int8_t dev
 void record_anchor(int d, int which) {
   g_cuda->synchronizeDevice(static_cast<c10::DeviceIndex>(d));
   c10::Stream on = stream_of(static_cast<int8_t>(d));
+  void*& anchor = g_anchor[d][which];
+  // Once before the CPU time, and waited for: the event made (a first profile) and the path to
+  // it warm, so that only the record itself lies between the CPU time and the event
+  record_on(&anchor, on);
+  g_cuda->synchronizeEvent(anchor);
   g_anchor_cpu[d][which] = static_cast<int64_t>(c10::getApproximateTime());
-  record_on(&g_anchor[d][which], on);
+  record_on(&anchor, on);
 }
 
 void start(uint32_t depth, uint64_t anchor_devices) {

@@ -1,5 +1,6 @@
 // CUDA events per op for the native observer (gpu_events.cpp): a pool per (thread, device) of
-// events created once and re-recorded, through torch's CUDA DeviceGuardImpl, so the build needs
+// events created once (through torch's CUDA DeviceGuardImpl) and re-recorded (cudaEventRecord,
+// looked up in the CUDA runtime torch loaded), so the build needs
 // no CUDA toolkit headers and the same .so loads on CPU-only torch (there `unavailable()` says
 // why and nothing here is ever called on the hot path).
 #pragma once

@@ -8,6 +8,7 @@
 // cost ~30 ns/op in page faults) and are trimmed after each read.
 #include <ATen/record_function.h>
 #include <c10/util/ApproximateClock.h>
+#include <c10/util/Exception.h>
 
 #include <pthread.h>
 #include <linux/membarrier.h>
@@ -409,6 +410,8 @@ int guarded(F body) {
   try {
     body();
     return 0;
+  } catch (const c10::Error& error) {  // torch's (a CUDA call it checks): not its C++ backtrace
+    g_error = error.what_without_backtrace();
   } catch (const std::exception& error) {
     g_error = error.what();
   } catch (...) {
@@ -449,8 +452,7 @@ void place_gpu_events(int64_t total) {
 
 namespace nbp_range {  // observer.h: ranges.cpp's hook
 
-void* open(const char* name, Events* events) {
-  events->pools = nullptr;
+void* open(const char* name, void* native_stream, int device) {
   if (g_machinery_only.load(std::memory_order_relaxed)) return nullptr;
   ThreadBuf* tb = tl_buf;
   if (!tb) {
@@ -477,15 +479,17 @@ void* open(const char* name, Events* events) {
   r->event = 0;
   r->device = -1;
   r->session = static_cast<uint8_t>(session);
-  if (nbp_gpu::g_on.load(std::memory_order_relaxed) && tb->depth < nbp_gpu::g_depth)
-    *events = {&tb->pools, &r->event, &r->device, &r->stream, &r->flags};
+  bool gpu = nbp_gpu::g_on.load(std::memory_order_relaxed) && tb->depth < nbp_gpu::g_depth;
   tb->depth++;
-  r->start = static_cast<int64_t>(c10::getApproximateTime());  // the caller's events come after
+  r->start = static_cast<int64_t>(c10::getApproximateTime());
+  if (gpu)  // after the CPU time, as an op's
+    nbp_gpu::record_start_on(tb->pools, native_stream, device, r->event, r->device, r->stream,
+                             r->flags);
   tb->count.store(n + 1, std::memory_order_release);
   return r;
 }
 
-bool close(void* record) {
+bool close(void* record, void* native_stream) {
   int64_t now = static_cast<int64_t>(c10::getApproximateTime());
   auto* r = static_cast<Record*>(record);
   ThreadBuf* tb = tl_buf;
@@ -498,6 +502,8 @@ bool close(void* record) {
   r->end = now;
   r->flags |= kEnded;
   if (tb->depth > 0) tb->depth--;
+  if (r->device >= 0)  // after the CPU time, on the stream the range started on
+    nbp_gpu::record_end_on(tb->pools, native_stream, r->event, r->device, r->flags);
   return true;
 }
 

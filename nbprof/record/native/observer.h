@@ -67,20 +67,14 @@ NBP_API int64_t nbp_gpu_events();
 
 // ranges.cpp's hook into the observer (C++ only, not the ABI): a range that is no RecordFunction
 // (a numba launch) becomes a record of the calling thread exactly as an op does: its buffer,
-// clock, depth and session.
-namespace nbp_gpu { struct Pools; }
+// clock, depth and session, and its CUDA events where the session records them at its depth, on
+// its raw stream `native_stream` of `device` (-1: the current one). Both events are recorded
+// inside the observer's guard, as an op's: a stop never reads or recycles a record or a pool
+// that a range is still writing.
 namespace nbp_range {
-struct Events {  // where a range's CUDA events go: its thread's pools (null: none) and its record
-  nbp_gpu::Pools* pools;
-  uint32_t* event;
-  int8_t* device;
-  int64_t* stream;
-  uint8_t* flags;
-};
-// Opens the record (nullptr: not recording); `events` is filled where this session records CUDA
-// events at the range's depth, else its pools are null.
-void* open(const char* name, Events* events);
+// Opens the record (nullptr: not recording).
+void* open(const char* name, void* native_stream, int device);
 // Ends it on the thread that opened it; false (nothing written) for a record of an earlier
 // session, or when recording stopped.
-bool close(void* record);
+bool close(void* record, void* native_stream);
 }  // namespace nbp_range

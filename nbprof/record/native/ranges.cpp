@@ -11,8 +11,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gpu_events.h"
-
 namespace {
 
 constexpr int32_t kMaxNames = 1 << 16;
@@ -30,7 +28,6 @@ std::atomic<int32_t> g_name_count{0}, g_stream_count{1};  // stream 0: the legac
 struct Open {
   void* record;  // null: pushed while nothing recorded (its pop does nothing)
   void* stream;
-  nbp_range::Events events;
 };
 thread_local std::vector<Open> tl_open;  // this thread's open ranges, innermost last
 
@@ -75,21 +72,17 @@ int nbp_range_push(int32_t name, int32_t stream, int32_t device) {
   if (name < 0 || name >= g_name_count.load(std::memory_order_acquire) || stream < 0 ||
       stream >= g_stream_count.load(std::memory_order_acquire))
     name = -1;  // not an id these tables gave: the range is paired, not recorded
-  Open open{nullptr, g_streams[stream < 0 || name < 0 ? 0 : stream], {}};
+  Open open{nullptr, g_streams[stream < 0 || name < 0 ? 0 : stream]};
   try {
-    if (name >= 0) open.record = nbp_range::open(g_names[name], &open.events);
+    if (name >= 0) open.record = nbp_range::open(g_names[name], open.stream, device);
   } catch (...) {  // out of memory: the range goes unrecorded, its pop still pairs with it
-    open = {nullptr, open.stream, {}};
+    open.record = nullptr;
   }
   try {
     tl_open.push_back(open);
   } catch (...) {
     return 0;
   }
-  nbp_range::Events& events = tl_open.back().events;
-  if (open.record && events.pools)
-    nbp_gpu::record_start_on(*events.pools, open.stream, device, *events.event, *events.device,
-                             *events.stream, *events.flags);
   return open.record != nullptr;
 }
 
@@ -98,12 +91,7 @@ int nbp_range_pop() {
   Open open = tl_open.back();
   tl_open.pop_back();
   // close() reads the CPU end time first, then the end event goes on the range's stream
-  if (!open.record || !nbp_range::close(open.record)) return 0;
-  nbp_range::Events& events = open.events;
-  if (events.pools && *events.device >= 0)
-    nbp_gpu::record_end_on(*events.pools, open.stream, *events.event, *events.device,
-                           *events.flags);
-  return 1;
+  return open.record && nbp_range::close(open.record, open.stream) ? 1 : 0;
 }
 
 }  // extern "C"

@@ -128,10 +128,15 @@ def _gpu_intervals(records: NativeRecords, keep: np.ndarray, base_time_ns: int, 
     rows = np.flatnonzero(timed & ~negative)
     if clocks:
         meta["gpu_clock"] = clocks
+    # an op whose end event was never recorded (still open at the stop, a capture began inside
+    # it, CUDA refused it) is noted for that reason, not as one torch could not time
+    unrecorded = ((records.flags & FLAG_ENDED) == 0) | (
+        (records.flags & (FLAG_CAPTURING | FLAG_GPU_ERROR)) != 0)
     counts = {"async": int(crossed.sum()), "no_anchor": int((candidate & ~anchored).sum()),
-              "no_event": int((candidate & anchored & ~timed).sum()),
+              "no_event": int((candidate & anchored & ~timed & ~unrecorded).sum()),
               "negative": int(negative.sum())}
-    notes = gpu_interval_notes(clocks, 0, counts)
+    # where no time was placed at all, its one reason says it (every op lacks its anchor)
+    notes = [] if gpu.error else gpu_interval_notes(clocks, 0, counts)
     captured = int((keep & ((records.flags & FLAG_CAPTURING) != 0)).sum())
     if captured:
         notes.append(f"{captured} ops ran while their stream captured a CUDA graph: no CUDA "
