@@ -1,5 +1,6 @@
 import os
 import pathlib
+import signal
 
 import pytest
 
@@ -7,6 +8,13 @@ import pytest
 # it): without an NVIDIA device the whole session runs numba kernels on numba's CPU simulator.
 if not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+# The Ctrl-C tests send real SIGINTs and expect Python's KeyboardInterrupt, as in a Jupyter kernel
+# (ipykernel installs this handler while a cell runs) or a terminal. A shell without job control
+# starts a background job (`make test &`, a CI step run that way) with SIGINT ignored, and Python
+# then keeps it ignored: every such SIGINT would vanish and those tests fail. nbprof itself is right
+# to drop them there (the process ignores Ctrl-C with or without it), so the suite sets the handler.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Real torch.profiler traces live beside the project's root, read in place (never copied in).
