@@ -51,6 +51,7 @@ from kernels.train_mlp import make_model  # noqa: E402
 
 import nbprof  # noqa: E402
 from nbprof.timeline import save_html  # noqa: E402
+from nbprof.record.quiet import quiet_usdt  # noqa: E402
 
 OUT = HERE / "out" / "quick"
 MB_PER_MILLION = 262  # the 68k trace tiled: ~1M slices and kernels per 262 MB of Kineto JSON
@@ -166,13 +167,17 @@ def record_figures() -> list:
     torch's side runs once (its few seconds are most of this part; noise only makes a baseline
     slower, never nbprof's ratio worse), nbprof's twice, the best kept."""
     torch.set_num_threads(1)  # as bench_record: one core's work per op, the other takes the noise
+    # (torch.profiler's runs below print Kineto's USDT start/stop lines: quiet_usdt, outside
+    # every timed block)
     bench_record.add_loop(2_000)
-    theirs = bench_record.torch_exit_to_summary()[0]
+    with quiet_usdt():
+        theirs = bench_record.torch_exit_to_summary()[0]
     ours = min(bench_record.nbprof_exit_to_summary()[0] for _ in range(2))
     figures = [say(Figure(f"leave a block of {bench_record.ADD_OPS // 1000}k adds / torch.profiler",
                           ours, theirs, 1 / 30, 0.3))]  # issue 19: at least 30x faster
-    best = {name: min(values) for name, values in
-            frozen_rounds(bench_record.add_loop, rounds=2).items()}
+    with quiet_usdt():
+        best = {name: min(values) for name, values in
+                frozen_rounds(bench_record.add_loop, rounds=2).items()}
     per_op = {name: (best[name] - best["none"]) / bench_record.ADD_OPS * 1e6
               for name in ("nbprof", "torch.profiler")}
     figures.append(say(Figure("in-loop overhead per op / torch.profiler", per_op["nbprof"],
@@ -184,8 +189,9 @@ def record_figures() -> list:
     # steps (bench_native's figure) held 0.55-0.61x over 4 runs.
     model, inputs = make_model(width=64, device="cpu"), torch.randn(32, 64)
     steps = 100
-    took = {name: statistics.median(values) for name, values in frozen_rounds(
-        lambda: bench_record.mlp_loop(model, inputs, steps), rounds=15).items()}
+    with quiet_usdt():
+        took = {name: statistics.median(values) for name, values in frozen_rounds(
+            lambda: bench_record.mlp_loop(model, inputs, steps), rounds=15).items()}
     per_step = {name: (took[name] - took["none"]) / steps * 1e6
                 for name in ("nbprof", "torch.profiler")}
     figures.append(say(Figure("in-loop overhead, MLP step / torch.profiler",

@@ -27,7 +27,7 @@ CELLS = [
     "steps = t.steps()\n"
     "json.dump([[int(s - origin), int(e - origin)] for s, e in zip(steps['start_ns'], steps['end_ns'])],"
     " open('steps.json', 'w'))",
-    "SIZE = 400",
+    "SIZE = 2000",  # each mul ~1000x the first run's: no preemption of that run can hide it
     PROFILED,
 ]
 
