@@ -15,6 +15,10 @@ if not os.path.exists("/dev/nvidiactl"):
 # then keeps it ignored: every such SIGINT would vanish and those tests fail. nbprof itself is right
 # to drop them there (the process ignores Ctrl-C with or without it), so the suite sets the handler.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+# Likewise `nohup` starts the suite with SIGHUP ignored, which the `nbprof run` children inherit
+# (and nbprof keeps a nohup's SIGHUP ignored on purpose): the stop-signal tests' SIGHUP would
+# vanish and their script loop until the timeout. A terminal's default, as a user's shell has it.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 # Real torch.profiler traces live beside the project's root, read in place (never copied in).
