@@ -29,6 +29,8 @@ class StopSignals:
             previous = signal.getsignal(number)
             if previous == signal.SIG_IGN:  # nohup's SIGHUP: ignored on purpose, still ignored
                 continue
+            if previous is None:  # set from C before Python started: could not be put back
+                continue
             self._previous[number] = signal.signal(number, self._as_ctrl_c)
         return self
 

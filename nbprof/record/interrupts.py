@@ -32,7 +32,10 @@ def interrupts_held():
     """Run the block with SIGINT held; afterwards deliver it as the handler before would have.
     Only the main thread receives signals: elsewhere the block runs as it is."""
     held = HeldInterrupts()
-    if threading.current_thread() is not threading.main_thread():
+    # getsignal is None where C set the handler before Python started (an embedding program):
+    # signal.signal cannot put such a handler back, so it is left in place, unheld
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is None:
         yield held
         return
     previous = signal.signal(signal.SIGINT, held._hold)
