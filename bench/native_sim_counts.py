@@ -17,8 +17,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from tests.native_sim import run_with_sim  # noqa: E402
 
 SCRIPT = """
-import time, torch
-from tests.native_sim.device import sim, record
+import torch
+from tests.native_sim.device import sim, record, idle_then_both_devices
 
 def adds():
     x = torch.ones(4)
@@ -32,15 +32,6 @@ for profile in ("first", "second"):
     per_op = {key: round((after[key] - before[key]) / ops, 2)
               for key in ("device_calls", "torch_records", "raw_records")}
     print(f"{profile} profile, per op ({ops} ops): {per_op}")
-
-def idle_then_both_devices():
-    x = torch.ones(4)
-    for device in (0, 1):
-        sim.set_device(device)
-        for _ in range(20):
-            x = x + 1
-        time.sleep(0.15)
-    sim.set_device(0)
 
 sim.set_clock_rate(1, 1.001)
 for _ in range(6):

@@ -66,6 +66,18 @@ class SimDevice:
 sim = SimDevice()
 
 
+def idle_then_both_devices(idle_s: float = 0.15) -> None:
+    """20 ops on device 0, idle, 20 on device 1, idle: the anchors' workload (a span of ~0.3 s,
+    where 1000 ppm of drift is 300 us, and each anchor recorded after an idle device)."""
+    x = torch.ones(4)
+    for device in (0, 1):
+        sim.set_device(device)
+        for _ in range(20):
+            x = x + 1
+        time.sleep(idle_s)
+    sim.set_device(0)
+
+
 def record(work, *, anchor_devices=(0, 1), gpu_depth=None):
     """``work()`` recorded as ``nbprof.profile(recorder="native", cuda=True)`` records it
     (profiler.py's _native_gpu: native_or_why, the NativeRecorder, native_records_to_trace),

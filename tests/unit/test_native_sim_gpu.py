@@ -267,21 +267,11 @@ ANCHOR_ERROR_NS = 5_000  # issue 19's target on a GPU
 
 def test_anchors_place_the_events_with_the_drift_measured_and_a_small_anchor_error():
     result = run(INTERVALS + f"""
-import time, torch
-from tests.native_sim.device import sim, record
-
-def work():
-    x = torch.ones(4)
-    for device in (0, 1):
-        sim.set_device(device)
-        for _ in range(20):
-            x = x + 1
-        time.sleep(0.15)  # a span (~0.3 s) where 1000 ppm is 300 us
-    sim.set_device(0)
+from tests.native_sim.device import sim, record, idle_then_both_devices
 
 sim.set_clock_rate(1, 1.001)  # device 1's clock 1000 ppm faster than device 0's
 for _ in range(3):
-    records, trace = record(work)
+    records, trace = record(idle_then_both_devices)
     clocks = trace.meta["gpu_clock"]
     # < 1 us here; a thread preempted between an anchor's clock read and its event (2 shared
     # cores) makes tens of us or more, and tilts the drift by that over the span: once more
