@@ -104,13 +104,14 @@ def file_rows(connection, path) -> list[RankRow]:
     summary = connection.execute(_SUMMARY, {"path": str(path), "step": STEP_PATTERN}).fetchall()
     for (rank, events, gpus, wall, cpu_busy, gpu_busy, gpu_collectives, gpu_coll,
          cpu_coll, step_gpu_coll, step_cpu_coll) in summary:
+        durations, unfinished = steps.get(rank, ((), 0))
         rows.append(RankRow(
             rank=int(rank), events=int(events), gpu_intervals=int(gpus), wall_ns=int(wall or 0),
             cpu_busy_ns=int(cpu_busy or 0), gpu_busy_ns=int(gpu_busy or 0),
             collective_ns=int((gpu_coll if gpu_collectives else cpu_coll) or 0),
             step_collective_ns=int((step_gpu_coll if gpu_collectives else step_cpu_coll) or 0),
-            steps=tuple(int(step) for step in steps.get(rank, ((), 0))[0] or ()),
-            unfinished_steps=int(steps.get(rank, ((), 0))[1])))
+            steps=tuple(int(step) for step in durations or ()),
+            unfinished_steps=int(unfinished)))
     return rows
 
 

@@ -9,6 +9,7 @@ import ipywidgets
 
 from ..analysis.averages import format_us
 from ..ranks import summarise_ranks
+from ..ranks.summary import steps_cell
 
 
 def lanes_of_rank(lanes, rank: int) -> list[str]:
@@ -25,8 +26,7 @@ def summary_html(summary) -> str:
         straggler = " class='nbprof-straggler'" if row.rank == summary.straggler else ""
         cells = [str(row.rank), *(format_us(v / 1e3) for v in (
             row.wall_ns, row.cpu_busy_ns, row.gpu_busy_ns, row.collective_ns)),
-            str(len(row.steps)) + (f" (+{row.unfinished_steps} unfinished)" if row.unfinished_steps else ""),
-            mean]
+            steps_cell(len(row.steps), row.unfinished_steps), mean]
         body.append(f"<tr{straggler}>" + "".join(f"<td>{html_text(c)}</td>" for c in cells) + "</tr>")
     note = (f"<p><b>Straggler: rank {summary.straggler}</b> ({html_text(summary.reason)})</p>"
             if summary.straggler is not None else "")

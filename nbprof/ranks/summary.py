@@ -78,6 +78,11 @@ class RankSummary:
             "footer": "\n".join(footer)})
 
 
+def steps_cell(timed: int, unfinished: int) -> str:
+    """A rank's step count as the text table and the Ranks tab show it: "4 (+1 unfinished)"."""
+    return f"{timed} (+{unfinished} unfinished)" if unfinished else str(timed)
+
+
 def rank_text(rows: list[dict], row_limit: int = -1) -> str:
     from ..analysis.averages import format_us, limit_rows, text_table
 
@@ -85,8 +90,7 @@ def rank_text(rows: list[dict], row_limit: int = -1) -> str:
                "Step max"]
     cells = [[str(r["rank"]), *(format_us(r[name] / 1e3) for name in (
         "wall_ns", "cpu_busy_ns", "gpu_busy_ns", "collective_ns")),
-              str(len(r["steps"])) + (f" (+{r['unfinished_steps']} unfinished)"
-                                      if r.get("unfinished_steps") else ""),
+              steps_cell(len(r["steps"]), r.get("unfinished_steps", 0)),
               format_us(float(np.mean(r["steps"])) / 1e3) if len(r["steps"]) else "-",
               format_us(max(r["steps"]) / 1e3) if len(r["steps"]) else "-"]
              for r in limit_rows(rows, row_limit)]
